@@ -1,0 +1,36 @@
+# Every target sets up .venv when pyproject.toml changed or the venv is missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: sweep test lint bench ui clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## The main job: an Optuna sweep over the (simulated) reference deployment.
+sweep: $(STAMP)
+	$(PY) sweep.py -m $(ARGS)
+
+## The whole test suite (what CI runs).
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+## Every benchmark in benchmarks/ (tables on the console, JSON in benchmarks/out/).
+bench: $(STAMP)
+	@set -e; for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
+
+## MLflow UI on the local results (http://127.0.0.1:5000).
+ui: $(STAMP)
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000
+
+clean:
+	rm -rf results outputs multirun .pytest_cache

@@ -1,0 +1,88 @@
+"""Config dataclasses -> SGLang argv + environment. Pure: no I/O, no clock, no randomness.
+
+Flags are derived mechanically from `ServerSpec` field names (`tp_size` -> `--tp-size`);
+the few that differ between SGLang versions are listed in `_RENAMED` and `_SPECIAL`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from harness.spec import EngineSpec, ServerSpec
+
+# ServerSpec fields that are not SGLang flags (handled below or not flags at all).
+_NOT_FLAGS = {"extra_args", "env", "disable_cuda_graph", "cuda_graph_max_bs", "hicache_size"}
+
+# SGLang's own defaults: leaving them out keeps the exported launch command readable.
+_OMIT_WHEN_DEFAULT = {"decode_log_interval": 40, "log_level": "info"}
+_MISSING = object()
+
+# Same meaning, different flag name per version.
+_RENAMED = {
+    "0.5.23": {"cuda_graph_max_bs": "--cuda-graph-max-bs-decode"},
+    "0.5.1": {"cuda_graph_max_bs": "--cuda-graph-max-bs"},
+}
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    argv: tuple[str, ...]
+    env: Mapping[str, str]  # additions to the inherited environment
+    base_url: str
+    host: str
+    port: int
+
+    def shell(self) -> str:
+        """A copy-pasteable command line (env assignments first), for command.sh."""
+        assignments = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
+        return " ".join([*assignments, shlex.join(self.argv)])
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def server_flags(spec: ServerSpec, sglang_version: str = "0.5.23") -> list[str]:
+    """The SGLang flags for `spec`, in a stable order (the order of ServerSpec's fields)."""
+    renamed = _RENAMED[sglang_version]
+    argv: list[str] = []
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if f.name in _NOT_FLAGS or value is None or value is False:
+            continue
+        if _OMIT_WHEN_DEFAULT.get(f.name, _MISSING) == value:
+            continue
+        argv.append(renamed.get(f.name, _flag(f.name)))
+        if value is not True:
+            argv.append(str(value))
+    if spec.hicache_size > 0:
+        argv += ["--enable-hierarchical-cache", "--hicache-size", str(spec.hicache_size)]
+    if spec.cuda_graph_max_bs is not None:
+        argv += [renamed["cuda_graph_max_bs"], str(spec.cuda_graph_max_bs)]
+    if spec.disable_cuda_graph:
+        if sglang_version == "0.5.1":
+            argv.append("--disable-cuda-graph")
+        else:
+            # 0.5.23 deprecates --disable-cuda-graph in favour of per-phase backends.
+            argv += ["--cuda-graph-backend-decode", "disabled"]
+            argv += ["--cuda-graph-backend-prefill", "disabled"]
+    argv += list(spec.extra_args)
+    return argv
+
+
+def build_server_command(spec: ServerSpec, engine: EngineSpec) -> ServerCommand:
+    program = list(engine.program)
+    if program[0] == "python":
+        # Same interpreter as the harness, so the venv's packages are the ones that run.
+        program[0] = sys.executable
+    argv = [*program, *server_flags(spec, engine.sglang_version), *engine.extra_args]
+    return ServerCommand(
+        argv=tuple(argv),
+        env=dict(spec.env),
+        base_url=spec.base_url,
+        host=spec.host,
+        port=spec.port,
+    )

@@ -1,0 +1,91 @@
+"""SGLang log-line parsing and failure classification (0.5.23 and 0.5.1 formats).
+
+Formats are in shared/reference/sglang.md §4-5. SGLang's own decode-line regex expects a trailing
+comma that 0.5.23 no longer prints, so these patterns accept both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from harness.results import Outcome
+
+READY_LINE = "The server is fired up and ready to roll!"
+
+# Texts that mean memory ran out, at start-up or later (GPU or host).
+_OOM_PATTERNS = (
+    re.compile(r"CUDA out of memory", re.I),
+    re.compile(r"OutOfMemoryError"),
+    re.compile(r"Capture cuda graph failed"),
+    re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
+    re.compile(r"Loaded weights leave no GPU memory for the KV cache"),
+    re.compile(r"scheduler died during initialization \(exit code: -9\)"),
+)
+
+_DECODE = re.compile(
+    r"Decode batch[.,].*?#running-req:\s*(?P<running>\d+),\s*#token:\s*(?P<tokens>\d+),\s*"
+    r"token usage:\s*(?P<usage>[\d.]+),\s*"
+    r"(?:accept len:\s*(?P<accept_len>[\d.]+),\s*)?"
+    r"(?:accept rate:\s*(?P<accept_rate>[\d.]+),\s*)?"
+    r"(?:.*?cuda graph:\s*(?P<cuda_graph>True|False),\s*)?"
+    r"gen throughput \(token/s\):\s*(?P<gen_tps>[\d.]+),\s*#queue-req:\s*(?P<queue>\d+)"
+)
+_TIMESTAMP = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)[^\]]*\]")
+
+
+@dataclass(frozen=True)
+class DecodeStats:
+    running_req: int
+    tokens: int
+    token_usage: float
+    accept_len: float | None
+    accept_rate: float | None
+    cuda_graph: bool | None
+    gen_throughput: float
+    queue_req: int
+    timestamp: str | None = None
+
+
+def parse_decode_line(line: str) -> DecodeStats | None:
+    match = _DECODE.search(line)
+    if not match:
+        return None
+    ts = _TIMESTAMP.match(line)
+    g = match.groupdict()
+    return DecodeStats(
+        running_req=int(g["running"]),
+        tokens=int(g["tokens"]),
+        token_usage=float(g["usage"]),
+        accept_len=float(g["accept_len"]) if g["accept_len"] else None,
+        accept_rate=float(g["accept_rate"]) if g["accept_rate"] else None,
+        cuda_graph=None if g["cuda_graph"] is None else g["cuda_graph"] == "True",
+        gen_throughput=float(g["gen_tps"]),
+        queue_req=int(g["queue"]),
+        timestamp=ts.group("ts") if ts else None,
+    )
+
+
+def is_ready_line(line: str) -> bool:
+    return READY_LINE in line
+
+
+def mentions_oom(text: str) -> bool:
+    return any(p.search(text) for p in _OOM_PATTERNS)
+
+
+def classify_exit(log_text: str, returncode: int | None) -> Outcome:
+    """Why did a server stop on its own? OOM text wins over everything else."""
+    if mentions_oom(log_text):
+        return Outcome.OOM
+    return Outcome.CRASH
+
+
+def excerpt(log_text: str, lines: int = 30) -> str:
+    """The last lines of a log, plus the first OOM line if it scrolled out of them."""
+    all_lines = log_text.rstrip("\n").splitlines()
+    tail = all_lines[-lines:]
+    oom_lines = [ln for ln in all_lines if mentions_oom(ln)]
+    if oom_lines and oom_lines[0] not in tail:
+        tail = [oom_lines[0], "...", *tail]
+    return "\n".join(tail)

@@ -1,0 +1,139 @@
+"""Typed result records: the schema that trial folders, MLflow and analysis share.
+
+`result.json` in every trial folder is `TrialResult.to_dict()`; `requests.jsonl` holds one
+`RequestRecord` per line. Times in them are on the server's clock (see `harness.clock`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    OOM = "oom"  # GPU/host memory ran out (start-up or during the benchmark)
+    CRASH = "crash"  # the server exited or stopped answering for another reason
+    TIMEOUT = "timeout"  # the server never became ready before its deadline
+    INVALID = "invalid"  # the configuration was refused before launch
+    DUPLICATE = "duplicate"  # the same effective configuration was already measured
+    ERROR = "error"  # the harness itself failed (a bug or an unreachable service), not the server
+    INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C / SIGTERM) during the trial
+
+
+@dataclass
+class RequestRecord:
+    phase: str  # "warmup" or "measure"
+    run: int
+    concurrency: int
+    prompt_id: str
+    start_s: float  # server clock, relative to the start of the run
+    first_token_s: float | None
+    end_s: float | None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.end_s is not None and bool(self.completion_tokens)
+
+    def decode_seconds(self) -> float | None:
+        if not self.ok or self.first_token_s is None or self.end_s is None:
+            return None
+        return self.end_s - self.first_token_s
+
+
+@dataclass
+class RunSummary:
+    """One measured run at one concurrency level."""
+
+    run: int
+    concurrency: int
+    requests: int
+    errors: int
+    output_tokens: int
+    decode_tok_s: float | None  # per-stream decode speed, tokens after the first / decode time
+    e2e_tok_s: float | None  # per-stream speed including time to first token
+    output_tok_s: float | None  # aggregate: tokens generated inside the run's window / window
+    ttft_s: float | None
+    accept_len: float | None
+    accept_len_source: str | None
+    truncated: int = 0  # finish_reason == "length"
+
+
+@dataclass
+class Stat:
+    """Mean over runs with its spread; ci95 is the half-width of the 95% t-interval."""
+
+    mean: float
+    std: float
+    cv: float
+    ci95: float
+    n: int
+    values: list[float] = field(default_factory=list)
+
+
+@dataclass
+class TrialResult:
+    name: str
+    role: str  # "baseline" | "trial"
+    outcome: Outcome
+    engine: str
+    simulated: bool
+    clock_scale: float
+    params: dict[str, Any]  # what was asked for, named after SGLang's flags
+    effective: dict[str, Any] = field(default_factory=dict)  # what the server says it runs
+    metrics: dict[str, float] = field(default_factory=dict)
+    runs: list[RunSummary] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+    folder: str = ""
+    error: str | None = None
+    log_excerpt: str | None = None
+    startup_s: float | None = None  # server clock
+    wall_s: float | None = None
+    number: int | None = None  # Optuna trial number, when the trial came from a study
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def objective(self) -> float | None:
+        return self.metrics.get("tok_s")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = str(self.outcome)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        data = dict(data)
+        data["outcome"] = Outcome(data["outcome"])
+        data["runs"] = [RunSummary(**r) for r in data.get("runs", [])]
+        return cls(**data)
+
+    def write(self, folder: Path) -> Path:
+        path = folder / "result.json"
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, folder: Path) -> TrialResult:
+        return cls.from_dict(json.loads((folder / "result.json").read_text()))
+
+
+def write_requests(path: Path, records: list[RequestRecord]) -> None:
+    with path.open("w") as fh:
+        for record in records:
+            fh.write(json.dumps(asdict(record), sort_keys=True) + "\n")
+
+
+def read_requests(path: Path) -> list[RequestRecord]:
+    with path.open() as fh:
+        return [RequestRecord(**json.loads(line)) for line in fh if line.strip()]

@@ -1,0 +1,3 @@
+from harness.sim.main import main
+
+main()

@@ -1,0 +1,300 @@
+"""SGLang's HTTP surface, served by FastAPI as SGLang does (reference/sglang.md §3, §6-7)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+
+from harness.sim.engine import Chunk, Engine, SimRequest
+from harness.sim.perf_model import MemoryPlan
+from harness.sim.text import token_text
+
+log = logging.getLogger("sglang.srt.entrypoints.http_server")
+
+SGLANG_VERSION = "0.5.23"
+FLUSH_TEXT = (
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+    "waiting requests, the operation will not be performed.)"
+)
+
+
+@dataclass
+class ServerState:
+    engine: Engine
+    args: dict[str, Any]
+    launch_command: list[str]
+    plan: MemoryPlan
+    simulator: dict[str, Any]
+    status: str = "Starting"  # -> "Up" after the warm-up request, like SGLang
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def served_model_name(self) -> str:
+        return self.args.get("served_model_name") or self.args["model_path"]
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    body = {"object": "error", "message": message, "type": "BadRequestError", "code": status}
+    return JSONResponse(body, status_code=status)
+
+
+def create_app(state: ServerState) -> FastAPI:
+    app = FastAPI()
+    engine = state.engine
+
+    def server_info() -> dict[str, Any]:
+        internal: dict[str, Any] = {
+            **state.args,
+            "last_gen_throughput": engine.counters.last_gen_throughput,
+            "memory_usage": {
+                "weight": round(state.plan.weights_mib / 1024, 2),
+                "kvcache": round(state.plan.kv_pool_mib / 1024, 2),
+                "token_capacity": state.plan.kv_tokens,
+                "graph": round(state.plan.graph_mib / 1024, 2),
+            },
+        }
+        accept = engine.avg_accept_length()
+        if accept is not None:
+            internal["avg_spec_accept_length"] = accept
+        return {
+            **state.args,
+            "launch_command": state.launch_command,
+            "status": "ready" if state.status == "Up" else "starting",
+            "max_total_num_tokens": state.plan.kv_tokens,
+            "startup_time": state.started_at,
+            "internal_states": [internal],
+            "version": SGLANG_VERSION,
+            "frontend": "python",
+            "simulator": state.simulator,
+        }
+
+    @app.get("/server_info")
+    async def get_server_info() -> dict[str, Any]:
+        return server_info()
+
+    @app.get("/get_server_info")
+    async def get_server_info_deprecated() -> dict[str, Any]:
+        log.warning("Endpoint '/get_server_info' is deprecated; use '/server_info' instead.")
+        return server_info()
+
+    @app.get("/model_info")
+    async def model_info() -> dict[str, Any]:
+        return {
+            "model_path": state.args["model_path"],
+            "served_model_name": state.served_model_name,
+            "is_generation": True,
+            "reasoning_parser": state.args.get("reasoning_parser"),
+            "architectures": [state.simulator["target_architecture"]],
+        }
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        card = {
+            "id": state.served_model_name,
+            "object": "model",
+            "owned_by": "sglang",
+            "root": state.args["model_path"],
+        }
+        return {"object": "list", "data": [card]}
+
+    @app.api_route("/health", methods=["GET"])
+    @app.api_route("/health_generate", methods=["GET"])
+    async def health() -> Response:
+        if state.status != "Up":
+            return Response(status_code=503)
+        request = engine.new_request("health", 1, ignore_eos=True, thinking=False)
+        engine.submit(request)
+        try:
+            async with asyncio.timeout(20):
+                await request.queue.get()
+        except TimeoutError:
+            log.error("Health check failed. Server couldn't get a response from detokenizer.")
+            return Response(status_code=503)
+        return Response(status_code=200)
+
+    @app.api_route("/flush_cache", methods=["GET", "POST"])
+    async def flush_cache() -> Response:
+        ok = engine.flush()
+        if ok:
+            log.info("Cache flushed successfully!")
+        return PlainTextResponse(FLUSH_TEXT, status_code=200 if ok else 400)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        if not state.args.get("enable_metrics"):
+            return Response(status_code=404)
+        return PlainTextResponse(prometheus_text(state))
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(http_request: Request) -> Response:
+        try:
+            body = await http_request.json()
+        except json.JSONDecodeError:
+            return _error(400, "request body is not valid JSON")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return _error(400, "'messages' must be a non-empty list")
+        prompt = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            return _error(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
+        kwargs = body.get("chat_template_kwargs") or {}
+        thinking = bool(kwargs.get("thinking", kwargs.get("enable_thinking", True)))
+        request = engine.new_request(
+            prompt, max_tokens, ignore_eos=bool(body.get("ignore_eos", False)), thinking=thinking
+        )
+        engine.submit(request)
+        separate = state.args.get("reasoning_parser") is not None and body.get(
+            "separate_reasoning", True
+        )
+        completion = _Completion(state, request, separate)
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(
+                completion.stream(include_usage), media_type="text/event-stream"
+            )
+        return JSONResponse(await completion.whole())
+
+    return app
+
+
+class _Completion:
+    """Turns engine chunks into OpenAI chat-completion chunks (one chunk per verify step)."""
+
+    def __init__(self, state: ServerState, request: SimRequest, separate_reasoning: bool):
+        self.state = state
+        self.request = request
+        self.separate = separate_reasoning
+        self.id = uuid.uuid4().hex
+        self.created = int(time.time())
+
+    def _delta(self, chunk: Chunk) -> dict[str, str]:
+        r = self.request
+        seed = int(r.rid, 16)
+        reasoning, content = [], []
+        for i in chunk.tokens:
+            thinking = i < r.thinking_tokens
+            text = token_text(seed, i, thinking)
+            if not self.separate:
+                if i == 0 and r.thinking_tokens:
+                    text = "<think>" + text
+                if i == r.thinking_tokens and r.thinking_tokens:
+                    text = "</think>" + text
+            (reasoning if thinking and self.separate else content).append(text)
+        delta: dict[str, str] = {}
+        if reasoning:
+            delta["reasoning_content"] = "".join(reasoning)
+        if content:
+            delta["content"] = "".join(content)
+        return delta
+
+    def usage(self) -> dict[str, Any]:
+        r = self.request
+        reasoning = min(r.generated, r.thinking_tokens)
+        usage: dict[str, Any] = {
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.generated,
+            "total_tokens": r.prompt_tokens + r.generated,
+            "reasoning_tokens": reasoning,
+        }
+        if reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+        return usage
+
+    def _chunk(self, choices: list[dict[str, Any]], usage: Any = None) -> str:
+        payload = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.state.served_model_name,
+            "choices": choices,
+            "usage": usage,
+        }
+        return f"data: {json.dumps(payload)}\n\n"
+
+    async def stream(self, include_usage: bool) -> AsyncIterator[str]:
+        finished = False
+        try:
+            first = True
+            while not finished:
+                chunk = await self.request.queue.get()
+                delta = self._delta(chunk)
+                if first:
+                    delta = {"role": "assistant", **delta}
+                    first = False
+                finished = chunk.finish_reason is not None
+                choice = {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": chunk.finish_reason,
+                    "matched_stop": None,
+                }
+                yield self._chunk([choice])
+            if include_usage:
+                yield self._chunk([], self.usage())
+            yield "data: [DONE]\n\n"
+        finally:
+            if not finished:
+                self.state.engine.abort(self.request)
+
+    async def whole(self) -> dict[str, Any]:
+        reasoning, content, finish = [], [], None
+        while finish is None:
+            chunk = await self.request.queue.get()
+            delta = self._delta(chunk)
+            reasoning.append(delta.get("reasoning_content", ""))
+            content.append(delta.get("content", ""))
+            finish = chunk.finish_reason
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+        if self.separate:
+            message["reasoning_content"] = "".join(reasoning)
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.state.served_model_name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": self.usage(),
+        }
+
+
+def prometheus_text(state: ServerState) -> str:
+    """The metric names SGLang 0.5.23 exports (§6), with its label set."""
+    engine, c = state.engine, state.engine.counters
+    labels = f'model_name="{state.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+    gauges = {
+        "sglang:num_running_reqs": len(engine.running),
+        "sglang:num_queue_reqs": len(engine.waiting),
+        "sglang:gen_throughput": c.last_gen_throughput,
+        "sglang:max_total_num_tokens": state.plan.kv_tokens,
+        "sglang:is_cuda_graph": int(engine.model.dep.cuda_graph),
+    }
+    if engine.speculative:
+        spec = engine.model.spec
+        assert spec is not None
+        gauges["sglang:spec_accept_length"] = c.last_accept_len or 0.0
+        gauges["sglang:spec_num_steps"] = spec.steps
+        gauges["sglang:spec_num_draft_tokens"] = spec.draft_tokens
+    counters = {
+        "sglang:prompt_tokens_total": c.prompt_tokens,
+        "sglang:generation_tokens_total": c.generation_tokens,
+        "sglang:num_requests_total": c.requests,
+    }
+    if engine.speculative:
+        counters["sglang:spec_verify_calls_total"] = c.verify_calls
+    lines = []
+    for name, value in gauges.items():
+        lines += [f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
+    for name, value in counters.items():
+        lines += [f"# TYPE {name} counter", f"{name}{{{labels}}} {float(value)}"]
+    return "\n".join(lines) + "\n"

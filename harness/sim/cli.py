@@ -1,0 +1,216 @@
+"""SGLang's command line as the simulator accepts it, and SGLang's automatic adjustments.
+
+The parser mirrors SGLang 0.5.23's argparse surface for the flags a launch uses (shared/reference/
+sglang.md §1a): the same names, aliases and `allow_abbrev=True`, so an unknown flag fails with
+"unrecognized arguments" and the removed `--cuda-graph-max-bs` fails as an ambiguous prefix,
+both with exit status 2. `resolve` applies the adjustments of §2a with SGLang's warning texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.sim.profiles import DRAFTERS, HARDWARE, TARGETS
+
+log = logging.getLogger("sglang.srt.arg_groups")
+
+REASONING_PARSERS = [
+    "auto",
+    "deepseek-r1",
+    "deepseek-v3",
+    "glm45",
+    "gpt-oss",
+    "kimi",
+    "kimi_k2",
+    "minimax",
+    "qwen3",
+    "qwen3-thinking",
+    "step3",
+]
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+
+class _DeprecatedStoreTrue(argparse.Action):
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        log.warning(
+            "'--disable-cuda-graph' is deprecated and will be removed in a future release. "
+            "Use '--cuda-graph-backend-{decode,prefill}=disabled' instead."
+        )
+        setattr(namespace, self.dest, True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sglang serve")
+    a = p.add_argument
+    a("--model-path", "--model", dest="model_path", required=True)
+    a("--tokenizer-path")
+    a("--trust-remote-code", action="store_true")
+    a("--served-model-name")
+    a("--context-length", type=int)
+    a("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
+    a("--dp-size", type=int, default=1)
+    a("--host", default="127.0.0.1")
+    a("--port", type=int, default=30000)
+    a("--api-key")
+    a("--device", default="cuda")
+    a("--random-seed", type=int)
+    a("--mem-fraction-static", type=float)
+    a("--max-running-requests", type=int)
+    a("--max-total-tokens", type=int)
+    a("--chunked-prefill-size", type=int)
+    a("--page-size", type=int, default=1)
+    a("--kv-cache-dtype", default="auto")
+    a("--attention-backend")
+    a("--stream-interval", type=int, default=1)
+    a("--disable-overlap-schedule", action="store_true")
+    a("--num-continuous-decode-steps", type=int, default=1)  # no consumer in SGLang either
+    a(
+        "--enable-hierarchical-cache",
+        "--enable-hicache",
+        dest="enable_hierarchical_cache",
+        action="store_true",
+    )
+    a("--hicache-ratio", type=float)
+    a("--hicache-size", type=int, default=0)
+    a("--cuda-graph-max-bs-decode", type=int)
+    a("--cuda-graph-max-bs-prefill", type=int)
+    a("--cuda-graph-bs-decode", type=int, nargs="+")
+    a("--cuda-graph-bs-prefill", type=int, nargs="+")
+    a("--cuda-graph-backend-decode", choices=["full", "breakable", "disabled"], default="full")
+    a("--cuda-graph-backend-prefill", choices=["full", "breakable", "disabled"], default="full")
+    a("--disable-cuda-graph", action=_DeprecatedStoreTrue)
+    a("--disable-custom-all-reduce", action="store_true")
+    a("--speculative-algorithm")
+    a(
+        "--speculative-draft-model-path",
+        "--speculative-draft-model",
+        dest="speculative_draft_model_path",
+    )
+    a("--speculative-draft-model-revision")
+    a("--speculative-num-steps", type=int)
+    a("--speculative-eagle-topk", type=int)
+    a("--speculative-num-draft-tokens", type=int)
+    a("--speculative-token-map")
+    a("--reasoning-parser", choices=REASONING_PARSERS)
+    a("--tool-call-parser")
+    a("--enable-metrics", action="store_true")
+    a("--log-level", default="info")
+    a("--decode-log-interval", type=int, default=40)
+    sim = p.add_argument_group("simulator (not SGLang flags)")
+    sim.add_argument(
+        "--sim-clock-scale", type=float, default=1.0, help="simulated seconds per wall second"
+    )
+    sim.add_argument("--sim-hardware", choices=sorted(HARDWARE), default="rtx_pro_6000_pcie")
+    sim.add_argument("--sim-target", choices=sorted(TARGETS), default="kimi_k25")
+    sim.add_argument(
+        "--sim-drafter",
+        choices=sorted(DRAFTERS),
+        help="drafter profile; default: matched from the draft model path",
+    )
+    sim.add_argument("--sim-seed", type=int, default=0)
+    return p
+
+
+@dataclass
+class Resolved:
+    """Effective server arguments after SGLang's adjustments (what /server_info reports)."""
+
+    args: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _auto_speculative_params(architecture: str, algorithm: str) -> tuple[int, int, int]:
+    if algorithm == "STANDALONE":
+        return 3, 1, 4
+    if architecture in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"):
+        return 5, 4, 8
+    return 3, 1, 4
+
+
+def _auto_mem_fraction(gpu_mib: float, tp: int, chunked: int, graph_max_bs: int) -> float:
+    """SGLang 0.5.23 memory_hook: reserve activations + graphs, at least 10 GiB on big GPUs."""
+    reserved = 512 + max(chunked, 2048) * 1.5 + tp / 8 * 1024 + graph_max_bs * 2 + 8 * 8
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolved:
+    """Apply SGLang's automatic adjustments. Raises AssertionError/ValueError as SGLang does."""
+    args = dict(vars(ns))
+    out = Resolved(args)
+
+    def warn(message: str) -> None:
+        out.warnings.append(message)
+
+    if args["chunked_prefill_size"] is None:
+        args["chunked_prefill_size"] = 8192
+    graph_off = args["disable_cuda_graph"] or args["cuda_graph_backend_decode"] == "disabled"
+    args["cuda_graph_enabled"] = not graph_off
+    if args["cuda_graph_max_bs_decode"] is None:
+        args["cuda_graph_max_bs_decode"] = 256 if args["tp_size"] < 4 else 512
+
+    algo = args["speculative_algorithm"]
+    if algo is not None:
+        algo = algo.upper()
+        if algo not in SPEC_ALGORITHMS:
+            raise ValueError(f"Unknown speculative algorithm name: {algo}")
+        algo = "EAGLE" if algo == "NEXTN" else algo
+        args["speculative_algorithm"] = algo
+        if (
+            args["speculative_draft_model_path"]
+            and args["speculative_draft_model_revision"] is None
+        ):
+            args["speculative_draft_model_revision"] = "main"
+        if args["max_running_requests"] is None:
+            args["max_running_requests"] = 48
+            warn(
+                "Max running requests is reset to 48 for speculative decoding. You can override "
+                "this by explicitly setting --max-running-requests."
+            )
+        if args["disable_overlap_schedule"]:
+            warn(
+                "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone "
+                "speculative decoding."
+            )
+        if args["speculative_num_steps"] is None:
+            assert args["speculative_eagle_topk"] is None
+            assert args["speculative_num_draft_tokens"] is None
+            steps, topk, draft = _auto_speculative_params(architecture, algo)
+            args["speculative_num_steps"] = steps
+            args["speculative_eagle_topk"] = topk
+            args["speculative_num_draft_tokens"] = draft
+        if (
+            args["speculative_eagle_topk"] == 1
+            and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1
+        ):
+            warn(
+                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                "speculative_eagle_topk == 1"
+            )
+            args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+        if args["speculative_token_map"] and algo == "EAGLE3":
+            warn(
+                "Speculative token map specified, but EAGLE3 models already have this. "
+                "Ignoring the specified token map."
+            )
+    elif args["max_running_requests"] is None:
+        args["max_running_requests"] = 2048
+
+    if args["mem_fraction_static"] is None:
+        args["mem_fraction_static"] = _auto_mem_fraction(
+            gpu_mib, args["tp_size"], args["chunked_prefill_size"], args["cuda_graph_max_bs_decode"]
+        )
+    if args["enable_hierarchical_cache"] and args["hicache_ratio"] is None:
+        args["hicache_ratio"] = 2.0
+    # Graphs are captured only up to what the request pool can hold.
+    args["cuda_graph_max_bs_decode"] = min(
+        args["cuda_graph_max_bs_decode"], args["max_running_requests"]
+    )
+    return out

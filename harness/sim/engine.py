@@ -1,0 +1,260 @@
+"""The simulated scheduler: continuous batching on a virtual clock.
+
+One asyncio task runs SGLang's loop: admit waiting requests (prefill), then decode iterations
+for the running batch, each lasting what `PerfModel` says. Iteration deadlines are absolute on
+the virtual clock, so CPU hiccups delay a token but never slow the simulated server down on
+average. Counters follow SGLang's: accept length is folded in at each decode log line (every
+`--decode-log-interval` iterations) and reset by `/flush_cache` when idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+
+from harness.sim.perf_model import PerfModel
+from harness.sim.text import stable_hash
+
+log = logging.getLogger("sglang.scheduler")
+
+
+class VirtualClock:
+    def __init__(self, scale: float):
+        self.scale = scale
+        self._t0 = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self._t0) * self.scale
+
+    async def sleep_until(self, t: float) -> None:
+        delay = (t - self.now()) / self.scale
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+@dataclass
+class Chunk:
+    tokens: list[int]  # absolute token indices produced in this iteration
+    finish_reason: str | None = None
+
+
+@dataclass
+class SimRequest:
+    rid: str
+    prompt: str
+    prompt_tokens: int
+    max_new_tokens: int
+    natural_tokens: int  # where the model would stop on its own (EOS)
+    thinking_tokens: int  # the first tokens are reasoning (until </think>)
+    prompt_factor: float  # per-prompt acceptance multiplier
+    rng: random.Random
+    queue: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
+    generated: int = 0
+    verify_ct: int = 0
+
+    @property
+    def limit(self) -> int:
+        return min(self.max_new_tokens, self.natural_tokens)
+
+    @property
+    def finish_reason(self) -> str:
+        return "length" if self.natural_tokens > self.max_new_tokens else "stop"
+
+
+@dataclass
+class Counters:
+    """Since the last flush. `accept_*` are folded in at log lines, like SGLang's."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    requests: int = 0
+    verify_calls: int = 0
+    spec_accept_tokens: int = 0
+    spec_forward_ct: int = 0
+    pending_accept_tokens: int = 0
+    pending_forward_ct: int = 0
+    last_gen_throughput: float = 0.0
+    last_accept_len: float | None = None
+
+
+class Engine:
+    def __init__(
+        self,
+        model: PerfModel,
+        clock: VirtualClock,
+        *,
+        max_running_requests: int,
+        kv_tokens: int,
+        decode_log_interval: int,
+        seed: int,
+    ):
+        self.model = model
+        self.clock = clock
+        self.max_running = max_running_requests
+        self.kv_tokens = kv_tokens
+        self.log_interval = decode_log_interval
+        self.seed = seed
+        self.waiting: list[SimRequest] = []
+        self.running: list[SimRequest] = []
+        self.counters = Counters()
+        self._wake = asyncio.Event()
+        self._t = 0.0  # engine time on the virtual clock
+        self._iterations = 0
+        self._interval_tokens = 0
+        self._interval_start = 0.0
+        self._n_requests = 0
+
+    @property
+    def speculative(self) -> bool:
+        return self.model.spec is not None
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.running
+
+    def new_request(
+        self, prompt: str, max_new_tokens: int, *, ignore_eos: bool, thinking: bool
+    ) -> SimRequest:
+        self._n_requests += 1
+        h = stable_hash(prompt)
+        rng = random.Random(hash((self.seed, h, self._n_requests)))
+        # A reasoning model thinks for a few thousand tokens, then answers in a few hundred.
+        thinking_tokens = int(rng.lognormvariate(math.log(2600), 0.45)) if thinking else 0
+        natural = thinking_tokens + int(rng.uniform(150, 600))
+        return SimRequest(
+            rid=f"{self._n_requests:08x}",
+            prompt=prompt,
+            prompt_tokens=max(1, len(prompt) // 4 + 12),
+            max_new_tokens=max_new_tokens,
+            natural_tokens=max_new_tokens if ignore_eos else natural,
+            thinking_tokens=thinking_tokens,
+            # Easy (formulaic) prompts accept more drafts than hard ones: +-10% around 1.
+            prompt_factor=0.9 + 0.2 * ((h >> 8) % 1000) / 999,
+            rng=rng,
+        )
+
+    def submit(self, request: SimRequest) -> None:
+        self.waiting.append(request)
+        self._wake.set()
+
+    def abort(self, request: SimRequest) -> None:
+        """The client went away: stop generating for it (SGLang aborts the request too)."""
+        if request in self.waiting:
+            self.waiting.remove(request)
+        if request in self.running:
+            self.running.remove(request)
+
+    def flush(self) -> bool:
+        """SGLang flushes (and resets the speculative counters) only when idle."""
+        if not self.idle:
+            return False
+        self.counters = Counters()
+        return True
+
+    def avg_accept_length(self) -> float | None:
+        c = self.counters
+        if not self.speculative or c.spec_forward_ct == 0:
+            return None
+        return c.spec_accept_tokens / c.spec_forward_ct
+
+    async def run(self) -> None:
+        while True:
+            if self.idle:
+                self._wake.clear()
+                await self._wake.wait()
+                self._t = max(self._t, self.clock.now())
+            await self._prefill()
+            if self.running:
+                await self._decode()
+
+    async def _advance(self, seconds: float) -> None:
+        self._t += seconds
+        await self.clock.sleep_until(self._t)
+
+    def _kv_used(self) -> int:
+        return sum(r.prompt_tokens + r.generated for r in self.running)
+
+    async def _prefill(self) -> None:
+        new = []
+        while self.waiting and len(self.running) + len(new) < self.max_running:
+            new.append(self.waiting.pop(0))
+        if not new:
+            return
+        tokens = sum(r.prompt_tokens for r in new)
+        seconds = self.model.prefill_s(tokens)
+        await self._advance(seconds)
+        self.counters.prompt_tokens += tokens
+        self.counters.requests += len(new)
+        for r in new:
+            self._emit(r, 1)  # the first token comes from prefill
+        self.running.extend(r for r in new if r.generated < r.limit)
+        log.info(
+            "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, "
+            "#running-req: %d, #queue-req: %d, #pending-token: 0, cuda graph: False, "
+            "input throughput (token/s): %.2f",
+            len(new),
+            tokens,
+            self._kv_used() / max(self.kv_tokens, 1),
+            len(self.running),
+            len(self.waiting),
+            tokens / seconds,
+        )
+
+    async def _decode(self) -> None:
+        batch = len(self.running)
+        context = sum(r.prompt_tokens + r.generated for r in self.running) // batch
+        await self._advance(self.model.decode_step_s(batch, context))
+        self._iterations += 1
+        for r in list(self.running):
+            n = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
+            n = min(n, r.limit - r.generated)
+            if self.speculative:
+                r.verify_ct += 1
+                self.counters.verify_calls += 1
+                self.counters.pending_accept_tokens += n
+                self.counters.pending_forward_ct += 1
+            self._emit(r, n)
+        self.running = [r for r in self.running if r.generated < r.limit]
+        if self._iterations % self.log_interval == 0:
+            self._log_decode(batch)
+
+    def _emit(self, request: SimRequest, n: int) -> None:
+        start = request.generated
+        request.generated += n
+        self.counters.generation_tokens += n
+        self._interval_tokens += n
+        done = request.generated >= request.limit
+        request.queue.put_nowait(
+            Chunk(list(range(start, request.generated)), request.finish_reason if done else None)
+        )
+
+    def _log_decode(self, batch: int) -> None:
+        c = self.counters
+        gap = max(self._t - self._interval_start, 1e-9)
+        c.last_gen_throughput = self._interval_tokens / gap
+        self._interval_tokens, self._interval_start = 0, self._t
+        msg = (
+            f"Decode batch, #running-req: {batch}, #token: {self._kv_used()}, "
+            f"token usage: {self._kv_used() / max(self.kv_tokens, 1):.2f}, "
+        )
+        if self.speculative and c.pending_forward_ct:
+            accept_len = c.pending_accept_tokens / c.pending_forward_ct
+            drafts = self.model.spec.draft_tokens - 1  # type: ignore[union-attr]
+            rate = (c.pending_accept_tokens - c.pending_forward_ct) / (
+                c.pending_forward_ct * drafts
+            )
+            msg += f"accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
+            c.last_accept_len = accept_len
+            c.spec_accept_tokens += c.pending_accept_tokens
+            c.spec_forward_ct += c.pending_forward_ct
+            c.pending_accept_tokens = c.pending_forward_ct = 0
+        msg += (
+            f"cuda graph: {self.model.dep.cuda_graph}, "
+            f"gen throughput (token/s): {c.last_gen_throughput:.2f}, "
+            f"#queue-req: {len(self.waiting)}"
+        )
+        log.info(msg)

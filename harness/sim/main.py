@@ -1,0 +1,232 @@
+"""`python -m harness.sim <sglang flags>`: start-up as SGLang does it, then serve.
+
+Start-up prints SGLang's lines in order (load weights, KV pool, CUDA-graph capture, ready) on the
+virtual clock, and fails the way SGLang fails: out-of-memory in the scheduler ends with the
+launcher SIGKILLing itself (return code -9), a bad flag exits 2, a partial speculative set is a
+bare AssertionError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+
+import uvicorn
+
+from harness.sim.app import ServerState, create_app
+from harness.sim.cli import build_parser, resolve
+from harness.sim.engine import Engine, VirtualClock
+from harness.sim.perf_model import Deployment, MemoryPlan, PerfModel, Speculation
+from harness.sim.profiles import DRAFTERS, EAGLE3_37K_TTT5, HARDWARE, TARGETS
+
+log = logging.getLogger("sglang.launch_server")
+sched_log = logging.getLogger("sglang.scheduler")
+
+# SGLang 0.5.23's text, verbatim (reference/sglang.md §5).
+CUDA_GRAPH_OOM_HELP = "\n".join(
+    [
+        "Possible solutions:",
+        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+        "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)",
+        "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
+        "(Not recommended. Huge performance loss)",
+        "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose",
+    ]
+)
+
+
+def _configure_logging(tp: int) -> None:
+    fmt = "[%(asctime)s] %(message)s"
+    logging.basicConfig(
+        level=logging.INFO, format=fmt, datefmt="%Y-%m-%d %H:%M:%S", stream=sys.stdout, force=True
+    )
+    # Scheduler lines carry SGLang's rank prefix, e.g. "[2026-01-01 12:00:00 TP0] Decode batch".
+    prefix = " TP0" if tp > 1 else ""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(
+        logging.Formatter(f"[%(asctime)s{prefix}] %(message)s", "%Y-%m-%d %H:%M:%S")
+    )
+    sched_log.addHandler(handler)
+    sched_log.propagate = False
+
+
+def _die_like_sglang(message: str) -> None:
+    """Scheduler exception -> SIGQUIT to the launcher -> it kills its tree and itself (-9)."""
+    sched_log.error("Scheduler hit an exception: Traceback (most recent call last):\n%s", message)
+    log.error("Received sigquit from a child process. It usually means the child failed.")
+    for handler in logging.getLogger().handlers + sched_log.handlers:
+        handler.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _drafter_profile(args: dict, requested: str | None):
+    if requested:
+        return DRAFTERS[requested]
+    log.warning("simulator: no --sim-drafter given; using the %s profile", EAGLE3_37K_TTT5.name)
+    return EAGLE3_37K_TTT5
+
+
+def main(argv: list[str] | None = None) -> None:
+    ns = build_parser().parse_args(argv)
+    _configure_logging(ns.tp_size)
+    hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
+    resolved = resolve(ns, target.architecture, hw.gpu_memory_mib)
+    for message in resolved.warnings:
+        log.warning(message)
+    args = resolved.args
+    speculation = None
+    if args["speculative_algorithm"]:
+        speculation = Speculation(
+            algorithm=args["speculative_algorithm"],
+            steps=args["speculative_num_steps"],
+            topk=args["speculative_eagle_topk"],
+            draft_tokens=args["speculative_num_draft_tokens"],
+            drafter=_drafter_profile(args, ns.sim_drafter),
+        )
+    deployment = Deployment(
+        tp=args["tp_size"],
+        cuda_graph=args["cuda_graph_enabled"],
+        overlap=not args["disable_overlap_schedule"],
+        # The seeds' tuning: NCCL_PROTO=LL (with Ring and P2P over PCIe) cut allreduce latency.
+        nccl_tuned=os.environ.get("NCCL_PROTO", "").upper().startswith("LL"),
+        hicache_size_gb=args["hicache_size"] if args["enable_hierarchical_cache"] else 0,
+        graph_max_bs=args["cuda_graph_max_bs_decode"],
+        speculation=speculation,
+    )
+    model = PerfModel(hw, target, deployment)
+    clock = VirtualClock(ns.sim_clock_scale)
+    plan = model.memory_plan(args["mem_fraction_static"])
+    log.info("server_args=%s", {k: v for k, v in args.items() if not k.startswith("sim_")})
+    _start_up(model, plan, args, clock)
+
+    engine = Engine(
+        model,
+        clock,
+        max_running_requests=args["max_running_requests"],
+        kv_tokens=plan.kv_tokens,
+        decode_log_interval=args["decode_log_interval"],
+        seed=ns.sim_seed,
+    )
+    simulator = {
+        "simulated": True,
+        "clock_scale": ns.sim_clock_scale,
+        "hardware": hw.name,
+        "target": target.name,
+        "target_architecture": target.architecture,
+        "drafter": speculation.drafter.name if speculation else None,
+        "nccl_tuned": deployment.nccl_tuned,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+    state = ServerState(
+        engine, args, ["python", "-m", "sglang.launch_server", *sys.argv[1:]], plan, simulator
+    )
+    _serve(state, args["host"], args["port"])
+
+
+def _sleep_virtual(clock: VirtualClock, seconds: float) -> None:
+    time.sleep(seconds / clock.scale)
+
+
+def _start_up(model: PerfModel, plan: MemoryPlan, args: dict, clock: VirtualClock) -> None:
+    gb = plan.gpu_mib / 1024
+    log.info("Load weight begin. avail mem=%.2f GB", gb)
+    if plan.failure == "host_oom":
+        _sleep_virtual(clock, 5)
+        log.error(
+            "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit "
+            "code is -9 (SIGKILL), a common cause is the OS OOM killer. (HiCache host pool of "
+            "%.0f GB across TP ranks exceeds host memory.)",
+            plan.host_needed_gb,
+        )
+        sys.exit(1)
+    _sleep_virtual(clock, model.target.load_s * 0.7)
+    log.info(
+        "Load weight end. type=%s, avail mem=%.2f GB, mem usage=%.2f GB.",
+        model.target.architecture,
+        gb - plan.weights_mib / 1024,
+        plan.weights_mib / 1024,
+    )
+    if plan.failure == "kv_pool":
+        _die_like_sglang(
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            f"Current value: mem_fraction_static={args['mem_fraction_static']}"
+        )
+    log.info(
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, KV size: %.2f GB",
+        plan.kv_tokens,
+        plan.kv_pool_mib / 1024,
+    )
+    log.info("Memory pool end. avail mem=%.2f GB", (plan.gpu_mib - plan.static_mib) / 1024)
+    context = args["context_length"] or model.target.context_length
+    if plan.kv_tokens < context:
+        log.warning(
+            "KV pool holds %d tokens, fewer than --context-length %d. Requests longer than the "
+            "pool will be rejected. Lower --context-length, raise --mem-fraction-static, or free "
+            "memory.",
+            plan.kv_tokens,
+            context,
+        )
+    if not model.dep.cuda_graph:
+        if plan.failure == "graph_oom":  # no graphs: the first large activation runs out instead
+            _die_like_sglang("torch.OutOfMemoryError: CUDA out of memory during warm-up prefill.")
+        return
+    log.info("Capture cuda graph begin. This can take up to several minutes.")
+    _sleep_virtual(clock, model.target.load_s * 0.3)
+    if plan.failure == "graph_oom":
+        short = plan.non_static_mib - (plan.gpu_mib - plan.static_mib)
+        _die_like_sglang(
+            "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
+            f"{max(short, 64):.0f} MiB. GPU 0 has a total capacity of {plan.gpu_mib / 1024:.2f} "
+            f"GiB of which {max(plan.gpu_mib - plan.static_mib - 6000, 0):.2f} MiB is free.\n"
+            + CUDA_GRAPH_OOM_HELP
+        )
+    bs = [b for b in (1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512) if b <= model.dep.graph_max_bs]
+    log.info(
+        "Capture cuda graph end. bs=%s, elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.",
+        bs,
+        model.target.load_s * 0.3,
+        plan.graph_mib / 1024,
+        (plan.gpu_mib - plan.static_mib - plan.graph_mib) / 1024,
+    )
+
+
+def _serve(state: ServerState, host: str, port: int) -> None:
+    app = create_app(state)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+
+    async def warm_up_then_ready() -> None:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        request = state.engine.new_request("warmup", 8, ignore_eos=True, thinking=False)
+        state.engine.submit(request)
+        while (await request.queue.get()).finish_reason is None:
+            pass
+        state.status = "Up"
+        log.info("The server is fired up and ready to roll!")
+
+    async def run() -> None:
+        engine_task = asyncio.create_task(state.engine.run())
+        ready_task = asyncio.create_task(warm_up_then_ready())
+        try:
+            await server.serve()
+        finally:
+            for task in (engine_task, ready_task):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        log.info("Gracefully exiting... Remaining number of requests %d", len(state.engine.running))
+
+    log.info("Uvicorn running on http://%s:%d", host, port)
+    asyncio.run(run())
+    if not server.started:  # the port was taken or the socket failed: SGLang exits non-zero
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""Constants the performance model is built from, each with where it comes from.
+
+References are to shared/reference/: seed-figures.md (the users' hand measurements on
+8x RTX PRO 6000, the calibration target), speculative-performance.md (published numbers) and
+sglang.md (SGLang's memory formulas). "calibrated" means the value was chosen so the model
+reproduces a seed figure; "estimate" means arithmetic from public specs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    name: str
+    gpu_memory_mib: float  # per GPU, as the driver reports it
+    hbm_gb_s: float  # memory bandwidth per GPU
+    allreduce_latency_us: float  # small-message allreduce across the TP group, tuned NCCL
+    untuned_nccl_factor: float  # latency multiplier without the seeds' NCCL settings
+    bus_gb_s: float  # effective allreduce bus bandwidth for large messages
+    tflops: float  # effective dense throughput per GPU for the MoE/attention GEMMs
+    kernel_us_per_layer: float  # launch-bound kernel time per target layer (CUDA graphs on)
+    eager_us_per_layer: float  # extra per-layer launch cost without CUDA graphs
+    host_step_ms: float  # scheduler + sampling host time per decode step, overlap on
+    host_step_no_overlap_ms: float  # same with --disable-overlap-schedule
+    host_ram_gb: float  # host memory available for the HiCache pool
+    draft_host_ms: float  # per draft step: top-k, tree bookkeeping, syncs of the EAGLE worker
+    spec_host_ms: float  # per verify iteration, overlap scheduler on (0.5.23 default)
+    spec_host_no_overlap_ms: float  # per verify iteration, --disable-overlap-schedule
+    activation_mib: float  # non-static memory besides CUDA graphs (activations, NCCL, torch)
+    verify_token_us: float  # per verified draft token: tree mask, 160K-vocab logits, sampling
+
+
+# 8x RTX PRO 6000 Blackwell (96 GB GDDR7, PCIe Gen5, no NVLink): the seeds' box.
+RTX_PRO_6000_PCIE = HardwareProfile(
+    name="rtx_pro_6000_pcie",
+    gpu_memory_mib=97_887,  # 96 GB card (estimate from the product's 96 GB capacity)
+    hbm_gb_s=1_792,  # product spec, GDDR7 512-bit
+    # calibrated: with 61 layers x 2 allreduces this is ~5.9 ms of the 11.1 ms baseline step
+    # (seed row 2: 90.0 tok/s with NCCL_PROTO=LL, NCCL_ALGO=Ring, NCCL_P2P_LEVEL=SYS).
+    allreduce_latency_us=48.0,
+    # estimate: NCCL's default protocol on PCIe without P2P hints; makes the untuned baseline
+    # ~72 tok/s, below vLLM's 82.5 (seed row 1) as the seeds' tuning story implies.
+    untuned_nccl_factor=1.45,
+    bus_gb_s=20.0,  # estimate: PCIe Gen5 x16 ring allreduce bus bandwidth
+    tflops=180.0,  # estimate: INT4-weight / BF16-activation grouped GEMMs, well below peak
+    kernel_us_per_layer=30.0,  # calibrated with allreduce_latency_us to the 11.1 ms step
+    # calibrated: seed row 4 (no CUDA graphs, 53.2 tok/s at accept ~2.1) vs row 7 (82.3).
+    eager_us_per_layer=160.0,
+    host_step_ms=1.05,  # calibrated remainder of the 11.1 ms baseline step
+    host_step_no_overlap_ms=1.9,  # estimate: SGLang reports 5-10% from overlap (PR #9588)
+    host_ram_gb=1_024.0,  # assumption: the seeds ran --hicache-size 48 x TP 8 = 384 GB fine
+    draft_host_ms=0.8,  # calibrated with spec_host_* to seed rows 6-8
+    # calibrated: seed rows 7/8 (82.3 / 81.7 tok/s, the seeds' SGLang ran EAGLE without
+    # overlap) imply ~26.6 ms per verify iteration; the analytic parts explain ~16 ms of it.
+    spec_host_no_overlap_ms=8.5,
+    # estimate: the overlap scheduler hides most host work; seed row 12 (topk=1, spec v2
+    # overlap, 88.2 tok/s) shows it does not remove it on this box.
+    spec_host_ms=5.5,
+    # calibrated: --mem-fraction-static 0.88 starts and 0.93 OOMs (seed memory table).
+    activation_mib=6_300.0,
+    verify_token_us=450.0,  # calibrated: seed row 6 (16 draft tokens, 74.9 tok/s)
+)
+
+HARDWARE = {p.name: p for p in (RTX_PRO_6000_PCIE,)}
+
+
+@dataclass(frozen=True)
+class TargetProfile:
+    name: str
+    architecture: str  # config.json architectures[0]; picks SGLang's auto speculative params
+    layers: int
+    moe_layers: int
+    hidden: int
+    experts: int
+    experts_per_token: int
+    expert_bytes: float  # one routed expert, all shards together
+    shared_bytes_per_layer: float  # attention + shared expert (+ dense FFN averaged in)
+    lm_head_bytes: float
+    active_params: float
+    kv_bytes_per_token: int  # per TP rank (MLA latent KV is replicated on every rank)
+    weights_mib_total: float  # resident weights over all GPUs (divided by TP per GPU)
+    expert_correlation: float  # rho: N tokens touch experts like N**rho independent tokens
+    load_s: float  # weights from page cache + KV allocation + CUDA-graph capture
+    context_length: int
+
+
+KIMI_K25 = TargetProfile(
+    name="kimi_k25",
+    architecture="KimiK25ForConditionalGeneration",
+    layers=61,  # speculative-performance.md §7
+    moe_layers=60,
+    hidden=7168,
+    experts=384,
+    experts_per_token=8,
+    # estimate: 3 x 7168 x 2048 params at INT4 with group-32 scales (~4.5 bits)
+    expert_bytes=3 * 7168 * 2048 * 0.5625,
+    # estimate: MLA attention ~101M params + shared expert 44M params, BF16
+    shared_bytes_per_layer=(101e6 + 44e6) * 2,
+    lm_head_bytes=163_840 * 7168 * 2,
+    active_params=32.9e9,
+    kv_bytes_per_token=70_272,  # (512 + 64) x 61 x 2 B, speculative-performance.md §6
+    # calibrated: 0.85 x 97,887 MiB leaves 116,171 KV tokens with the drafter's KV (seed table)
+    weights_mib_total=74_515 * 8,
+    expert_correlation=0.66,  # Cohere: verifying 4 tokens reads ~2.5x unique experts, not 4x
+    load_s=90.0,  # estimate: ~75 GB/GPU from page cache + graph capture; cold loads take longer
+    context_length=262_144,
+)
+
+TARGETS = {p.name: p for p in (KIMI_K25,)}
+
+
+@dataclass(frozen=True)
+class DrafterProfile:
+    """Acceptance of one drafter on its target, as per-position probabilities.
+
+    a_k = first_accept * depth_decay**(k-1) is the chance that the top-1 draft at depth k is
+    right given the path so far; each extra sibling catches (1 - sibling_residual) of what is
+    left; long outputs lower every a_k by 1 / (1 + position / long_context_tokens).
+    """
+
+    name: str
+    kind: str  # "eagle3" drafters need --speculative-algorithm EAGLE3
+    first_accept: float
+    depth_decay: float
+    sibling_residual: float
+    long_context_tokens: float
+    weights_mib_per_gpu: float
+    kv_bytes_per_token: int  # per TP rank
+
+
+_EAGLE3_KV = 64 * 128 * 2 * 2 // 8  # 1 layer, 64 KV heads x 128, K and V, BF16, over TP 8
+
+# The seeds' first drafter, trained on 10K samples. calibrated: seed rows 7/8 (accept 2.0-2.4
+# at 3 steps / 5 draft tokens, 2.27 at 2 steps / 5 draft tokens, ~1K-token outputs).
+EAGLE3_10K = DrafterProfile("eagle3_10k", "eagle3", 0.66, 0.88, 0.85, 8_000, 450, _EAGLE3_KV)
+# The 37K-sample drafter trained with TTT=5. calibrated between "training predicted ~2.95"
+# (seed row 9) and seed row 12 (topk=1 with the overlap worker: 88.2 tok/s); TTT holds
+# acceptance better with depth than the 10K drafter.
+EAGLE3_37K_TTT5 = DrafterProfile(
+    "eagle3_37k_ttt5", "eagle3", 0.72, 0.93, 0.85, 10_000, 450, _EAGLE3_KV
+)
+# AQ-MedAI's drafter trained for Kimi-K2-Instruct, used on K2.5 (seed row 5: worse than 10K).
+AQ_MEDAI_K2 = DrafterProfile("aq_medai_k2", "eagle3", 0.55, 0.85, 0.88, 6_000, 450, _EAGLE3_KV)
+
+DRAFTERS = {p.name: p for p in (EAGLE3_10K, EAGLE3_37K_TTT5, AQ_MEDAI_K2)}

@@ -1,0 +1,156 @@
+"""Frozen, validated descriptions of what to launch and how to measure it.
+
+The composed Hydra config becomes these dataclasses in one place (`sweep.config`); nothing
+downstream sees a DictConfig. Each `__post_init__` names the field, the value and the fix.
+Field names follow SGLang's own argument names so that `harness.command` can derive the flags
+mechanically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.errors import ConfigError
+
+ENGINES = ("sim", "sglang")
+SGLANG_VERSIONS = ("0.5.23", "0.5.1")
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _check_range(name: str, value: float | None, low: float, high: float, hint: str = "") -> None:
+    if value is None:
+        return
+    _check(
+        low <= value <= high,
+        f"{name}={value} is out of range: allowed {low}..{high}." + (f" {hint}" if hint else ""),
+    )
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: str  # "sim" or "sglang"
+    program: tuple[str, ...]  # argv prefix, e.g. (python, -m, sglang.launch_server)
+    sglang_version: str = "0.5.23"  # which flag/log surface to speak
+    ready_timeout_s: float = 1800.0  # wall seconds
+    stop_grace_s: float = 30.0  # wall seconds between SIGTERM and SIGKILL
+    extra_args: tuple[str, ...] = ()  # engine-only flags (the simulator's --sim-* flags)
+
+    def __post_init__(self) -> None:
+        _check(
+            self.name in ENGINES,
+            f"engine={self.name!r} is unknown: use one of {', '.join(ENGINES)} "
+            "(engine=sim for the simulator, engine=sglang on a GPU box).",
+        )
+        _check(bool(self.program), "engine.program is empty: it must name the server program.")
+        _check(
+            self.sglang_version in SGLANG_VERSIONS,
+            f"engine.sglang_version={self.sglang_version!r} is not supported: use one of "
+            f"{', '.join(SGLANG_VERSIONS)}.",
+        )
+        _check_range("engine.ready_timeout_s", self.ready_timeout_s, 1, 24 * 3600)
+        _check_range("engine.stop_grace_s", self.stop_grace_s, 0, 600)
+
+    @property
+    def simulated(self) -> bool:
+        return self.name == "sim"
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One SGLang server launch. Speculative fields are None for the baseline."""
+
+    model_path: str
+    tp_size: int = 1
+    host: str = "127.0.0.1"
+    port: int = 30000
+    trust_remote_code: bool = False
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    context_length: int | None = None
+    mem_fraction_static: float | None = None  # None: SGLang's own formula
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    hicache_size: int = 0  # GB of host memory per TP rank; 0 disables HiCache
+    disable_cuda_graph: bool = False
+    cuda_graph_max_bs: int | None = None
+    disable_overlap_schedule: bool = False
+    enable_metrics: bool = True
+    decode_log_interval: int = 40
+    log_level: str = "info"
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    extra_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=())  # added to the server's environment
+
+    def __post_init__(self) -> None:
+        _check(bool(self.model_path), "model.path is empty: set model.path=/path/to/model.")
+        _check_range("model.tp", self.tp_size, 1, 64)
+        _check_range("server.port", self.port, 1024, 65535)
+        _check_range(
+            "mem_fraction_static",
+            self.mem_fraction_static,
+            0.05,
+            0.99,
+            "It is the share of GPU memory for weights + KV cache; 0.80-0.93 is typical.",
+        )
+        _check_range("max_running_requests", self.max_running_requests, 1, 1 << 20)
+        _check_range("hicache_size", self.hicache_size, 0, 4096, "It is GB per TP rank.")
+        _check_range("cuda_graph_max_bs", self.cuda_graph_max_bs, 1, 4096)
+        _check_range("decode_log_interval", self.decode_log_interval, 1, 100000)
+        self._check_speculative()
+
+    def _check_speculative(self) -> None:
+        spec = (
+            self.speculative_num_steps,
+            self.speculative_eagle_topk,
+            self.speculative_num_draft_tokens,
+        )
+        if self.speculative_algorithm is None:
+            _check(
+                all(v is None for v in spec) and self.speculative_draft_model_path is None,
+                "speculative parameters are set but no drafter is selected: choose one with "
+                "drafter=<name> or leave the speculative_* values unset for the baseline.",
+            )
+            return
+        algo = self.speculative_algorithm.upper()
+        _check(
+            algo in EAGLE_FAMILY,
+            f"drafter.algorithm={self.speculative_algorithm!r} is not an EAGLE-family algorithm "
+            f"({', '.join(EAGLE_FAMILY)}); EAGLE-3 drafters need EAGLE3.",
+        )
+        _check(
+            all(v is None for v in spec) or all(v is not None for v in spec),
+            "set all three of speculative_num_steps, speculative_eagle_topk and "
+            "speculative_num_draft_tokens, or none of them: SGLang fails with a bare "
+            "AssertionError on a partial set.",
+        )
+        steps, topk, draft = spec
+        if steps is None:
+            return
+        _check_range("speculative_num_steps", steps, 1, 16)
+        _check_range("speculative_eagle_topk", topk, 1, 16)
+        _check_range("speculative_num_draft_tokens", draft, 2, 256)
+        assert topk is not None and draft is not None
+        _check(
+            draft <= topk * steps + 1,
+            f"speculative_num_draft_tokens={draft} exceeds speculative_eagle_topk * "
+            f"speculative_num_steps + 1 = {topk * steps + 1}: the draft tree cannot hold that "
+            "many tokens. Lower the draft tokens or raise topk/steps.",
+        )
+
+    @property
+    def speculative(self) -> bool:
+        return self.speculative_algorithm is not None
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"

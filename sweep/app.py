@@ -1,0 +1,69 @@
+"""The Hydra task: one job = one trial (a sweep's trial, its baseline, or a single run)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from harness.errors import ConfigError
+from harness.results import Outcome, TrialResult
+from sweep.config import build_trial_spec
+from sweep.console import ConsoleReporter, console
+from sweep.schema import register
+from sweep.trial import run_trial
+
+log = logging.getLogger(__name__)
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+register()
+
+
+def run_job(cfg: DictConfig) -> TrialResult:
+    folder = Path(HydraConfig.get().runtime.output_dir)
+    (folder / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    reporter = ConsoleReporter(simulated=cfg.engine.name == "sim")
+    try:
+        spec = build_trial_spec(cfg)
+    except ConfigError as exc:
+        result = TrialResult(
+            name=cfg.trial.name,
+            role=cfg.trial.role,
+            outcome=Outcome.INVALID,
+            engine=cfg.engine.name,
+            simulated=cfg.engine.name == "sim",
+            clock_scale=1.0,
+            params={},
+            folder=str(folder),
+            error=str(exc),
+        )
+        result.write(folder)
+        return result
+    return run_trial(spec, folder, reporter)
+
+
+def _single(cfg: DictConfig) -> TrialResult:
+    """`python sweep.py` without -m: one trial with the config as composed, tracked standalone."""
+    from sweep.tracking import Tracker, resolve_sqlite_uri
+
+    result = run_job(cfg)
+    tracker = Tracker(
+        resolve_sqlite_uri(cfg.tracking.mlflow_uri),
+        cfg.tracking.experiment,
+        Path(cfg.tracking.dir).resolve() / "mlartifacts",
+    )
+    tracker.log_trial(result, parent_run_id=None, study=cfg.search.study_name, baseline_tok_s=None)
+    ConsoleReporter(cfg.engine.name == "sim").trial_done(result, None)
+    console.print(f"trial folder: {result.folder}")
+    return result
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> TrialResult:
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        return run_job(cfg)
+    return _single(cfg)

@@ -1,0 +1,169 @@
+"""The one place where a composed Hydra config becomes the harness's frozen specs.
+
+Everything that can be checked without launching anything is checked here, so a bad value fails
+in the first second with a message that names it, never after a model has loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.bench import BenchmarkSpec
+from harness.errors import ConfigError
+from harness.spec import EngineSpec, ServerSpec
+
+SEARCHED = (
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "mem_fraction_static",
+    "hicache_size",
+)
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    name: str
+    role: str  # "trial" | "baseline"
+    number: int | None
+    engine: EngineSpec
+    server: ServerSpec
+    benchmark: BenchmarkSpec
+    params: dict[str, Any] = field(default_factory=dict)  # requested values, SGLang's names
+
+
+def _looks_local(path: str) -> bool:
+    return path.startswith(("/", "./", "../", "~"))
+
+
+def build_engine_spec(cfg: DictConfig) -> EngineSpec:
+    engine = cfg.engine
+    extra = list(engine.extra_args)
+    if engine.name == "sim":
+        if engine.clock_scale <= 0:
+            raise ConfigError(f"engine.clock_scale={engine.clock_scale}: must be > 0.")
+        extra += [
+            "--sim-clock-scale",
+            str(engine.clock_scale),
+            "--sim-seed",
+            str(cfg.benchmark.seed),
+        ]
+        for flag, value in (
+            ("--sim-hardware", cfg.hardware.sim_profile),
+            ("--sim-target", cfg.model.sim_profile),
+            ("--sim-drafter", cfg.drafter.sim_profile if cfg.drafter.path else None),
+        ):
+            if value:
+                extra += [flag, str(value)]
+    return EngineSpec(
+        name=engine.name,
+        program=tuple(engine.program),
+        sglang_version=engine.sglang_version,
+        ready_timeout_s=engine.ready_timeout_s,
+        stop_grace_s=engine.stop_grace_s,
+        extra_args=tuple(extra),
+    )
+
+
+def build_server_spec(cfg: DictConfig) -> ServerSpec:
+    s, model, drafter = cfg.server, cfg.model, cfg.drafter
+    if cfg.engine.name == "sglang":
+        for what, path in (("model.path", model.path), ("drafter.path", drafter.path)):
+            if path and _looks_local(path) and not Path(path).expanduser().exists():
+                raise ConfigError(
+                    f"{what}={path!r} does not exist on this machine. Point it at the "
+                    "checkpoint directory (or a Hugging Face id the box can download)."
+                )
+    speculative = drafter.path is not None
+    return ServerSpec(
+        model_path=model.path,
+        tp_size=model.tp,
+        host=s.host,
+        port=s.port,
+        trust_remote_code=model.trust_remote_code,
+        reasoning_parser=model.reasoning_parser,
+        tool_call_parser=model.tool_call_parser,
+        context_length=model.context_length,
+        mem_fraction_static=s.mem_fraction_static,
+        max_running_requests=s.max_running_requests,
+        hicache_size=s.hicache_size,
+        disable_cuda_graph=not s.cuda_graph,
+        cuda_graph_max_bs=s.cuda_graph_max_bs,
+        disable_overlap_schedule=s.disable_overlap_schedule,
+        enable_metrics=s.enable_metrics,
+        decode_log_interval=s.decode_log_interval,
+        speculative_algorithm=drafter.algorithm if speculative else None,
+        speculative_draft_model_path=drafter.path,
+        speculative_num_steps=s.speculative_num_steps,
+        speculative_eagle_topk=s.speculative_eagle_topk,
+        speculative_num_draft_tokens=s.speculative_num_draft_tokens,
+        extra_args=tuple(s.extra_args),
+        env=tuple(sorted((str(k), str(v)) for k, v in cfg.hardware.env.items())),
+    )
+
+
+def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
+    b = cfg.benchmark
+    return BenchmarkSpec(
+        model=cfg.model.path,
+        prompts=b.prompts,
+        max_tokens=b.max_tokens,
+        warmup=b.warmup,
+        runs=b.runs,
+        concurrency=tuple(b.concurrency),
+        requests_per_run=b.requests_per_run,
+        temperature=b.temperature,
+        ignore_eos=b.ignore_eos,
+        thinking=b.thinking,
+        request_timeout_s=b.request_timeout_s,
+        seed=b.seed,
+    )
+
+
+def build_trial_spec(cfg: DictConfig) -> TrialSpec:
+    """Validate everything and freeze it. Raises ConfigError naming the bad field."""
+    if cfg.trial.role not in ("trial", "baseline"):
+        raise ConfigError(f"trial.role={cfg.trial.role!r}: use trial or baseline.")
+    if cfg.model.tp > cfg.hardware.gpus:
+        raise ConfigError(
+            f"model.tp={cfg.model.tp} needs more GPUs than hardware.gpus={cfg.hardware.gpus}."
+        )
+    server = build_server_spec(cfg)
+    params = {name: getattr(server, name) for name in SEARCHED}
+    params.update(
+        drafter=cfg.drafter.name,
+        speculative_algorithm=server.speculative_algorithm,
+        cuda_graph=cfg.server.cuda_graph,
+        tp_size=server.tp_size,
+        model=cfg.model.name,
+        hardware=cfg.hardware.name,
+        max_tokens=cfg.benchmark.max_tokens,
+    )
+    return TrialSpec(
+        name=cfg.trial.name,
+        role=cfg.trial.role,
+        number=cfg.trial.number,
+        engine=build_engine_spec(cfg),
+        server=server,
+        benchmark=build_benchmark_spec(cfg),
+        params=params,
+    )
+
+
+def baseline_key(cfg: DictConfig) -> str:
+    """What a baseline measurement depends on; a study reuses its baseline while this holds."""
+    parts = {
+        group: OmegaConf.to_container(cfg[group], resolve=True)
+        for group in ("engine", "model", "hardware", "benchmark")
+    }
+    server = OmegaConf.to_container(cfg.server, resolve=True)
+    assert isinstance(server, dict)
+    parts["server"] = {k: v for k, v in server.items() if k not in SEARCHED and k != "port"}
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:10]

@@ -1,0 +1,156 @@
+"""Typed schemas for the config groups: a typo or a wrong type fails at composition.
+
+Each group's YAML files (conf/<group>/*.yaml) fill these dataclasses; `conf/config.yaml` starts
+from `specsweep_schema`. Ranges and cross-field rules are checked later, once, when the composed
+config becomes the harness's frozen specs (`sweep.config`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class EngineConfig:
+    name: str = MISSING  # sim | sglang
+    program: List[str] = MISSING  # "python" means the harness's own interpreter
+    sglang_version: str = "0.5.23"
+    clock_scale: float = 1.0  # simulated seconds per wall second (sim only)
+    ready_timeout_s: float = 1800.0  # wall seconds until the server must be ready
+    stop_grace_s: float = 30.0
+    extra_args: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    path: str = MISSING
+    tp: int = 1
+    reasoning_parser: Optional[str] = None
+    tool_call_parser: Optional[str] = None
+    trust_remote_code: bool = False
+    context_length: Optional[int] = None
+    sim_profile: Optional[str] = None  # the simulator's target profile
+
+
+@dataclass
+class DrafterConfig:
+    name: str = "none"
+    path: Optional[str] = None  # None: no speculation (the baseline)
+    algorithm: str = "EAGLE3"
+    sim_profile: Optional[str] = None  # the simulator's acceptance profile for this drafter
+
+
+@dataclass
+class HardwareConfig:
+    name: str = MISSING
+    gpu: str = MISSING
+    gpus: int = 8
+    gpu_memory_gb: float = MISSING
+    host_ram_gb: float = MISSING
+    env: Dict[str, str] = field(default_factory=dict)  # NCCL and friends, exported to the server
+    sim_profile: Optional[str] = None
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 30000
+    cuda_graph: bool = True
+    cuda_graph_max_bs: Optional[int] = None
+    max_running_requests: Optional[int] = None
+    disable_overlap_schedule: bool = False
+    enable_metrics: bool = True
+    decode_log_interval: int = 40
+    mem_fraction_static: Optional[float] = None
+    hicache_size: int = 0
+    speculative_num_steps: Optional[int] = None
+    speculative_eagle_topk: Optional[int] = None
+    speculative_num_draft_tokens: Optional[int] = None
+    extra_args: List[str] = field(default_factory=list)
+
+
+@dataclass
+class BenchmarkConfig:
+    prompts: str = "builtin"
+    max_tokens: int = 2048
+    warmup: int = 2
+    runs: int = 5
+    concurrency: List[int] = field(default_factory=lambda: [1])
+    requests_per_run: int = 3
+    temperature: float = 0.0
+    ignore_eos: bool = False
+    thinking: bool = True
+    request_timeout_s: float = 900.0
+    seed: int = 0
+
+
+@dataclass
+class ParamConfig:
+    """One searched parameter. `target` is the config key it overrides (default server.<name>)."""
+
+    type: str = MISSING  # int | float | categorical
+    low: Optional[float] = None
+    high: Optional[float] = None
+    step: Optional[float] = None
+    log: bool = False
+    choices: Optional[List[Any]] = None
+    target: Optional[str] = None
+
+
+@dataclass
+class SamplerConfig:
+    name: str = "tpe"  # tpe | random
+    n_startup_trials: int = 5
+
+
+@dataclass
+class SearchConfig:
+    study_name: str = MISSING
+    n_trials: int = 12
+    seed: int = 0
+    objective: str = "tok_s"
+    direction: str = "maximize"
+    baseline: bool = True
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    space: Dict[str, ParamConfig] = field(default_factory=dict)
+    enqueue: List[Dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class TrackingConfig:
+    dir: str = "results"
+    mlflow_uri: str = "sqlite:///${tracking.dir}/mlflow.db"
+    optuna_storage: str = "sqlite:///${tracking.dir}/optuna.db"
+    experiment: str = "${search.study_name}"
+
+
+@dataclass
+class TrialConfig:
+    """Set by the sweeper for each job; a plain `python sweep.py` run is one trial named single."""
+
+    name: str = "single"
+    number: Optional[int] = None
+    role: str = "trial"  # trial | baseline
+
+
+@dataclass
+class SpecsweepConfig:
+    engine: EngineConfig = MISSING
+    model: ModelConfig = MISSING
+    drafter: DrafterConfig = MISSING
+    hardware: HardwareConfig = MISSING
+    server: ServerConfig = MISSING
+    benchmark: BenchmarkConfig = MISSING
+    search: SearchConfig = MISSING
+    tracking: TrackingConfig = MISSING
+    trial: TrialConfig = field(default_factory=TrialConfig)
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="specsweep_schema", node=SpecsweepConfig)

@@ -1,0 +1,126 @@
+"""The search space declared in conf/search/, with SGLang's rules built in.
+
+SGLang forces `draft_tokens = num_steps + 1` when `topk == 1`, and a tree cannot hold more than
+`topk * num_steps + 1` tokens. So draft tokens are sampled only when topk > 1, from a range
+clipped to what the tree can hold; with topk == 1 they are derived, not sampled, and Optuna
+never sees a value the server would silently change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from omegaconf import DictConfig, OmegaConf
+
+from harness.errors import ConfigError
+
+STEPS, TOPK, DRAFT = (
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+)
+TYPES = ("int", "float", "categorical")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    choices: tuple[Any, ...] = ()
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        where = f"search.space.{self.name}"
+        if self.type not in TYPES:
+            raise ConfigError(f"{where}.type={self.type!r}: use one of {', '.join(TYPES)}.")
+        if self.type == "categorical":
+            if not self.choices:
+                raise ConfigError(
+                    f"{where}: a categorical parameter needs a non-empty choices list."
+                )
+        elif self.low is None or self.high is None or self.low > self.high:
+            raise ConfigError(f"{where}: needs low <= high (got low={self.low}, high={self.high}).")
+
+    @property
+    def key(self) -> str:
+        """The config key this parameter overrides."""
+        return self.target or f"server.{self.name}"
+
+    def suggest(self, trial: optuna.Trial, low: float | None = None, high: float | None = None):
+        low = self.low if low is None else low
+        high = self.high if high is None else high
+        if self.type == "categorical":
+            return trial.suggest_categorical(self.name, list(self.choices))
+        if self.type == "int":
+            step = int(self.step or 1)
+            return trial.suggest_int(self.name, int(low), int(high), step=step, log=self.log)
+        value = trial.suggest_float(self.name, low, high, step=self.step, log=self.log)
+        # Floats on a step grid come back as 0.8700000000000001; keep the grid value.
+        return round(value, 6)
+
+
+class SearchSpace:
+    def __init__(self, params: dict[str, Param]):
+        self.params = params
+        spec = [n for n in (STEPS, TOPK, DRAFT) if n in params]
+        if DRAFT in params and not (STEPS in params and TOPK in params):
+            raise ConfigError(
+                "search.space: speculative_num_draft_tokens is searched only together with "
+                "speculative_num_steps and speculative_eagle_topk (SGLang ties the three)."
+            )
+        self._speculative = spec
+
+    @classmethod
+    def from_config(cls, space: DictConfig) -> SearchSpace:
+        params = {}
+        for name, node in space.items():
+            data = OmegaConf.to_container(node, resolve=True)
+            assert isinstance(data, dict)
+            choices = tuple(data.pop("choices", None) or ())
+            params[str(name)] = Param(name=str(name), choices=choices, **data)
+        return cls(params)
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        """Values for one trial, keyed by parameter name; draft tokens follow SGLang's rules."""
+        values: dict[str, Any] = {}
+        for name in (STEPS, TOPK):
+            if name in self.params:
+                values[name] = self.params[name].suggest(trial)
+        if DRAFT in self.params:
+            steps, topk = values[STEPS], values[TOPK]
+            if topk == 1:
+                values[DRAFT] = steps + 1  # SGLang would force this anyway
+                trial.set_user_attr(f"derived.{DRAFT}", steps + 1)
+            else:
+                p = self.params[DRAFT]
+                high = min(int(p.high), topk * steps + 1)
+                low = min(max(int(p.low), 2), high)
+                values[DRAFT] = p.suggest(trial, low, high)
+        for name, param in self.params.items():
+            if name not in values:
+                values[name] = param.suggest(trial)
+        return values
+
+    def overrides(self, values: dict[str, Any]) -> list[str]:
+        """Hydra override strings for `values` (a group target like `drafter` selects a file)."""
+        out = []
+        for name, value in values.items():
+            key = self.params[name].key
+            out.append(f"{key}={'null' if value is None else value}")
+        return out
+
+    def describe(self, values: dict[str, Any]) -> str:
+        short = {
+            STEPS: "steps",
+            TOPK: "topk",
+            DRAFT: "draft",
+            "mem_fraction_static": "mem",
+            "hicache_size": "hicache",
+        }
+        return " ".join(f"{short.get(k, k)}={v}" for k, v in values.items())

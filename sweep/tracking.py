@@ -1,0 +1,125 @@
+"""MLflow at the edge: one parent run per sweep, one child run per trial (explicit parent id).
+
+Keys are the same for every trial so MLflow's compare view lines them up: params named after
+SGLang's flags plus `effective.<name>` from /server_info, metrics `tok_s`, `tok_s_ci95`,
+`accept_len`, `speedup_vs_baseline` (and the per-level ones), tags `specsweep.*`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+from harness.results import Outcome, TrialResult
+
+log = logging.getLogger(__name__)
+
+
+def sqlite_uri(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def resolve_sqlite_uri(uri: str) -> str:
+    """Make a relative sqlite path absolute, so the store is found whatever the job's cwd."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri[len(prefix) :].startswith("/"):
+        path = Path(uri[len(prefix) :]).resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return sqlite_uri(path)
+    return uri
+
+
+class Tracker:
+    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path):
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.tracking_uri = tracking_uri
+        found = self.client.get_experiment_by_name(experiment)
+        if found is None:
+            artifact_root.mkdir(parents=True, exist_ok=True)
+            self.experiment_id = self.client.create_experiment(
+                experiment, artifact_location=artifact_root.resolve().as_uri()
+            )
+        else:
+            self.experiment_id = found.experiment_id
+
+    def start_sweep(self, name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
+        run = self.client.create_run(
+            self.experiment_id, run_name=name, tags={**tags, "specsweep.role": "sweep"}
+        )
+        self._log(run.info.run_id, params=params)
+        return run.info.run_id
+
+    def end_sweep(
+        self, run_id: str, metrics: dict[str, float], artifacts: list[Path], status: str
+    ) -> None:
+        self._log(run_id, metrics=metrics)
+        for path in artifacts:
+            self.client.log_artifact(run_id, str(path))
+        self.client.set_terminated(run_id, status=status)
+
+    def log_trial(
+        self,
+        result: TrialResult,
+        *,
+        parent_run_id: str | None,
+        study: str,
+        baseline_tok_s: float | None,
+    ) -> str:
+        tags = {
+            MLFLOW_RUN_NAME: result.name,
+            "specsweep.outcome": str(result.outcome),
+            "specsweep.engine": result.engine,
+            "specsweep.role": result.role,
+            "specsweep.simulated": str(result.simulated).lower(),
+            "specsweep.clock_scale": str(result.clock_scale),
+            "specsweep.study": study,
+            "specsweep.folder": result.folder,
+        }
+        if result.number is not None:
+            tags["specsweep.trial_number"] = str(result.number)
+        if parent_run_id:
+            tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+        if result.error:
+            tags["specsweep.error"] = result.error[:4000]
+        run = self.client.create_run(self.experiment_id, run_name=result.name, tags=tags)
+        run_id = run.info.run_id
+        params = dict(result.params)
+        params.update({f"effective.{k}": v for k, v in result.effective.items()})
+        metrics = dict(result.metrics)
+        tok_s = metrics.get("tok_s")
+        if tok_s is not None and baseline_tok_s:
+            metrics["speedup_vs_baseline"] = tok_s / baseline_tok_s
+        if result.startup_s is not None:
+            metrics["startup_s"] = result.startup_s
+        self._log(run_id, params=params, metrics=metrics)
+        if result.folder and Path(result.folder).is_dir():
+            self.client.log_artifacts(run_id, result.folder)
+        status = "FINISHED" if result.outcome is Outcome.OK else "FAILED"
+        self.client.set_terminated(run_id, status=status)
+        return run_id
+
+    def _log(
+        self,
+        run_id: str,
+        params: dict[str, Any] | None = None,
+        metrics: dict[str, float] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        now = int(time.time() * 1000)
+        self.client.log_batch(
+            run_id,
+            metrics=[
+                Metric(k, float(v), now, 0)
+                for k, v in (metrics or {}).items()
+                if v is not None and math.isfinite(float(v))
+            ],
+            params=[Param(k, str(v)) for k, v in (params or {}).items()],
+            tags=[RunTag(k, v) for k, v in (tags or {}).items()],
+        )

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.spec import EngineSpec, ServerSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+def sim_engine(clock_scale: float = 200.0, *extra: str, ready_timeout_s: float = 60) -> EngineSpec:
+    return EngineSpec(
+        name="sim",
+        program=(sys.executable, "-m", "harness.sim"),
+        ready_timeout_s=ready_timeout_s,
+        stop_grace_s=10,
+        extra_args=("--sim-clock-scale", str(clock_scale), *extra),
+    )
+
+
+def kimi_server(port: int, **overrides) -> ServerSpec:
+    values = dict(
+        model_path="moonshotai/Kimi-K2.5",
+        tp_size=8,
+        port=port,
+        trust_remote_code=True,
+        reasoning_parser="kimi_k2",
+        env=(("NCCL_PROTO", "LL"),),
+    )
+    values.update(overrides)
+    return ServerSpec(**values)
+
+
+def eagle3(port: int, steps=3, topk=1, draft=4, **overrides) -> ServerSpec:
+    return kimi_server(
+        port,
+        speculative_algorithm="EAGLE3",
+        speculative_draft_model_path="/models/eagle3",
+        speculative_num_steps=steps,
+        speculative_eagle_topk=topk,
+        speculative_num_draft_tokens=draft,
+        **overrides,
+    )
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """Command lines of live processes that contain `marker` (zombies excluded)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            if "\nState:\tZ" in status:
+                continue
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if marker in cmdline:
+            found.append(f"{pid}: {cmdline}")
+    return found

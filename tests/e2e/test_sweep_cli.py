@@ -1,0 +1,168 @@
+"""`python sweep.py -m` through the real CLI against the simulator; then what landed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import ROOT, free_port, processes_mentioning
+
+pytestmark = pytest.mark.e2e
+
+OOM = (
+    "{speculative_num_steps:3,speculative_eagle_topk:1,speculative_num_draft_tokens:4,"
+    "mem_fraction_static:0.93,hicache_size:0}"
+)
+GOOD = (
+    "{speculative_num_steps:2,speculative_eagle_topk:2,speculative_num_draft_tokens:4,"
+    "mem_fraction_static:0.86,hicache_size:48}"
+)
+SMALL = [
+    "benchmark.runs=2",
+    "benchmark.warmup=1",
+    "benchmark.requests_per_run=1",
+    "benchmark.max_tokens=256",
+    "engine.clock_scale=200",
+]
+
+
+def sweep(
+    tmp: Path, port: int, *overrides: str, multirun: bool = True
+) -> subprocess.CompletedProcess:
+    argv = [
+        sys.executable,
+        "sweep.py",
+        *(["-m"] if multirun else []),
+        f"tracking.dir={tmp}",
+        f"server.port={port}",
+        *SMALL,
+        *overrides,
+    ]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
+
+
+@pytest.fixture(scope="module")
+def first_sweep(tmp_path_factory):
+    tmp, port = tmp_path_factory.mktemp("results"), free_port()
+    proc = sweep(tmp, port, "search.n_trials=3", f"search.enqueue=[{OOM},{GOOD}]")
+    return tmp, port, proc
+
+
+def test_sweep_succeeds_and_tells_the_user_where_results_are(first_sweep):
+    tmp, _, proc = first_sweep
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "SIMULATED" in out
+    assert "[3/3]" in out and "Best:" in out and "× the baseline" in out
+    assert f"mlflow ui --backend-store-uri sqlite:///{tmp}/mlflow.db" in out
+    assert "Traceback" not in proc.stderr
+
+
+def test_optuna_study_holds_every_trial_with_its_outcome(first_sweep):
+    tmp, _, _ = first_sweep
+    study = optuna.load_study(study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp}/optuna.db")
+    trials = study.get_trials()
+    assert len(trials) == 3
+    assert trials[0].state is optuna.trial.TrialState.FAIL
+    assert trials[0].user_attrs["outcome"] == "oom"
+    assert trials[1].state is optuna.trial.TrialState.COMPLETE
+    assert trials[1].params["speculative_num_draft_tokens"] == 4
+    assert any(key.startswith("baseline.") for key in study.user_attrs)
+
+
+def test_mlflow_has_parent_and_child_runs_with_the_contract_keys(first_sweep):
+    tmp, _, _ = first_sweep
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp}/mlflow.db")
+    experiment = client.get_experiment_by_name("kimi-k25-eagle3")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("specsweep.role") == "sweep"]
+    assert len(parents) == 1
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    roles = sorted(r.data.tags["specsweep.role"] for r in children)
+    assert roles == ["baseline", "trial", "trial", "trial"]
+    for run in children:
+        tags, params = run.data.tags, run.data.params
+        assert tags["specsweep.engine"] == "sim" and tags["specsweep.simulated"] == "true"
+        assert float(tags["specsweep.clock_scale"]) == 200.0 or tags["specsweep.outcome"] != "ok"
+        for key in (
+            "speculative_num_steps",
+            "speculative_num_draft_tokens",
+            "speculative_eagle_topk",
+            "mem_fraction_static",
+            "hicache_size",
+        ):
+            assert key in params
+        names = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"config.yaml", "command.sh", "server.log", "result.json"} <= names
+    outcomes = {r.data.tags["specsweep.outcome"] for r in children}
+    assert "oom" in outcomes and "ok" in outcomes
+    good = next(r for r in children if r.data.params.get("effective.speculative_eagle_topk") == "2")
+    for metric in ("tok_s", "tok_s_ci95", "accept_len", "speedup_vs_baseline"):
+        assert metric in good.data.metrics
+    assert good.data.params["effective.hicache_size"] == "48"
+    assert "requests.jsonl" in {a.path for a in client.list_artifacts(good.info.run_id)}
+    assert parents[0].data.metrics["n_oom"] == 1.0
+
+
+def test_trial_folders_describe_themselves(first_sweep):
+    tmp, _, _ = first_sweep
+    folder = tmp / "kimi-k25-eagle3" / "trial_0000"
+    result = json.loads((folder / "result.json").read_text())
+    assert result["outcome"] == "oom" and "mem_fraction_static=0.93" in result["error"]
+    assert "Capture cuda graph failed" in result["log_excerpt"]
+    assert "--mem-fraction-static 0.93" in (folder / "command.sh").read_text()
+    ok = json.loads((tmp / "kimi-k25-eagle3" / "trial_0001" / "result.json").read_text())
+    assert ok["outcome"] == "ok" and len(ok["runs"]) == 2
+    lines = (tmp / "kimi-k25-eagle3" / "trial_0001" / "requests.jsonl").read_text().splitlines()
+    assert [json.loads(x)["phase"] for x in lines].count("measure") == 2
+
+
+def test_no_process_is_left_running(first_sweep):
+    _, port, _ = first_sweep
+    assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_resuming_reuses_the_baseline_and_extends_the_study(first_sweep):
+    tmp, port, _ = first_sweep
+    proc = sweep(tmp, port, "search.n_trials=1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "reusing the study's baseline" in proc.stdout
+    study = optuna.load_study(study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp}/optuna.db")
+    assert len(study.get_trials()) == 4
+    assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_bad_input_fails_fast_without_starting_anything(tmp_path):
+    port = free_port()
+    proc = sweep(tmp_path, port, "server.mem_fraction_static=1.5")
+    assert proc.returncode != 0
+    assert "mem_fraction_static=1.5 is out of range" in proc.stdout + proc.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "optuna.db").exists()
+
+
+def test_comma_sweeps_are_refused_with_a_pointer_to_search_space(tmp_path):
+    proc = sweep(tmp_path, free_port(), "server.speculative_num_steps=1,2")
+    assert proc.returncode != 0
+    assert "search.space" in proc.stdout + proc.stderr
+
+
+def test_single_run_without_multirun_measures_one_trial(tmp_path):
+    port = free_port()
+    proc = sweep(
+        tmp_path,
+        port,
+        "server.speculative_num_steps=2",
+        "server.speculative_eagle_topk=1",
+        "server.speculative_num_draft_tokens=3",
+        multirun=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "kimi-k25-eagle3" / "single" / "result.json").read_text())
+    assert result["outcome"] == "ok" and result["effective"]["speculative_num_draft_tokens"] == 3
+    assert processes_mentioning(f"--port {port} ") == []

@@ -1,0 +1,109 @@
+"""The real config tree composed through Hydra's compose API: contracts and early errors."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
+
+from harness.errors import ConfigError
+from sweep.app import CONF_DIR
+from sweep.config import baseline_key, build_trial_spec
+from sweep.space import SearchSpace
+from sweep.sweeper import baseline_overrides
+
+
+def cfg(*overrides: str):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+
+
+def test_default_is_the_reference_deployment_on_the_simulator():
+    c = cfg()
+    assert c.engine.name == "sim"
+    assert (c.model.name, c.model.tp, c.model.reasoning_parser) == ("kimi-k2.5", 8, "kimi_k2")
+    assert (c.hardware.gpus, c.hardware.gpu) == (8, "NVIDIA RTX PRO 6000 Blackwell")
+    assert dict(c.hardware.env) == {
+        "NCCL_PROTO": "LL",
+        "NCCL_ALGO": "Ring",
+        "NCCL_P2P_LEVEL": "SYS",
+    }
+    assert c.benchmark.max_tokens == 2048 and c.benchmark.runs >= 3 and c.benchmark.warmup >= 1
+    assert c.tracking.dir == "results"
+    assert c.tracking.mlflow_uri == "sqlite:///results/mlflow.db"
+    assert c.tracking.optuna_storage == "sqlite:///results/optuna.db"
+    assert c.search.n_trials >= 11 and c.search.study_name
+    assert set(c.search.space) == {
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+        "mem_fraction_static",
+        "hicache_size",
+    }
+    assert c.hydra.sweeper._target_.endswith("SpecsweepSweeper")
+
+
+def test_default_composes_into_valid_specs_with_sim_flags():
+    spec = build_trial_spec(cfg())
+    assert spec.server.speculative_algorithm == "EAGLE3"
+    assert spec.server.env == (
+        ("NCCL_ALGO", "Ring"),
+        ("NCCL_P2P_LEVEL", "SYS"),
+        ("NCCL_PROTO", "LL"),
+    )
+    assert (
+        "--sim-drafter" in spec.engine.extra_args and "--sim-clock-scale" in spec.engine.extra_args
+    )
+    SearchSpace.from_config(cfg().search.space)
+
+
+def test_sglang_engine_has_no_simulator_flags(tmp_path):
+    spec = build_trial_spec(cfg("engine=sglang", f"drafter.path={tmp_path}"))
+    assert spec.engine.extra_args == () and spec.engine.program[-1] == "sglang.launch_server"
+
+
+def test_typo_fails_at_composition():
+    with pytest.raises(ConfigCompositionException):
+        cfg("server.mem_fraction=0.9")
+
+
+def test_wrong_type_fails_at_composition():
+    with pytest.raises((ValidationError, ConfigCompositionException)):
+        cfg("benchmark.max_tokens=lots")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["server.mem_fraction_static=1.5"], "mem_fraction_static=1.5 is out of range"),
+        (["engine.name=vllm"], "engine='vllm' is unknown"),
+        (["engine=sglang", "drafter.path=/no/such/drafter"], "does not exist on this machine"),
+        (["drafter=none", "server.speculative_num_steps=3"], "no drafter is selected"),
+        (["model.tp=16"], "needs more GPUs"),
+    ],
+)
+def test_bad_values_are_refused_before_launch(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        build_trial_spec(cfg(*overrides))
+
+
+def test_baseline_overrides_drop_drafter_and_speculative_keys():
+    args = ["drafter.path=/x", "server.speculative_num_steps=3", "benchmark.runs=2"]
+    overrides = baseline_overrides(args, "baseline_x")
+    assert overrides[:1] == ["benchmark.runs=2"] and "drafter=none" in overrides
+    spec = build_trial_spec(cfg(*overrides))
+    assert not spec.server.speculative and spec.role == "baseline"
+
+
+def test_baseline_key_ignores_searched_values_but_not_the_benchmark():
+    base = baseline_key(cfg())
+    assert baseline_key(cfg("server.mem_fraction_static=0.9")) == base
+    assert baseline_key(cfg("benchmark.max_tokens=512")) != base
+
+
+def test_quick_experiment_preset_overlays_the_defaults():
+    c = cfg("experiment=quick")
+    assert c.search.n_trials < cfg().search.n_trials and c.benchmark.max_tokens == 2048
+    assert OmegaConf.select(c, "benchmark.runs") == 3

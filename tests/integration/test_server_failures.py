@@ -1,0 +1,103 @@
+"""Failures are classified from real processes: OOM, crash, timeout, busy port, stray children."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+import time
+
+import pytest
+
+from harness.command import ServerCommand, build_server_command
+from harness.errors import PortInUse, ServerCrashed, ServerOOM, ServerStartTimeout
+from harness.server import Server, port_is_free
+from tests.conftest import eagle3, kimi_server, processes_mentioning, sim_engine
+
+
+def test_mem_fraction_093_ooms_like_sglang(tmp_path, port):
+    cmd = build_server_command(eagle3(port, mem_fraction_static=0.93), sim_engine())
+    server = Server(cmd, tmp_path / "server.log", ready_timeout_s=60, mem_fraction_static=0.93)
+    with server, pytest.raises(ServerOOM) as exc:
+        server.wait_ready()
+    assert exc.value.returncode == -9  # the launcher SIGKILLs itself after the scheduler fails
+    assert exc.value.mem_fraction_static == 0.93
+    assert "Capture cuda graph failed: CUDA out of memory" in exc.value.log_excerpt
+    assert "set --mem-fraction-static to a smaller value" in exc.value.log_excerpt
+
+
+def test_too_low_mem_fraction_is_not_enough_memory(tmp_path, port):
+    cmd = build_server_command(kimi_server(port, mem_fraction_static=0.70), sim_engine())
+    with (
+        Server(cmd, tmp_path / "server.log", ready_timeout_s=60) as srv,
+        pytest.raises(ServerOOM) as exc,
+    ):
+        srv.wait_ready()
+    assert (
+        "Not enough memory. Please try to increase --mem-fraction-static" in exc.value.log_excerpt
+    )
+
+
+def test_bad_flag_is_a_crash_with_argparse_message(tmp_path, port):
+    cmd = build_server_command(
+        kimi_server(port, extra_args=("--cuda-graph-max-bs", "16")), sim_engine()
+    )
+    with (
+        Server(cmd, tmp_path / "server.log", ready_timeout_s=60) as srv,
+        pytest.raises(ServerCrashed) as exc,
+    ):
+        srv.wait_ready()
+    assert exc.value.returncode == 2
+    assert "ambiguous option: --cuda-graph-max-bs" in exc.value.log_excerpt
+
+
+def test_never_ready_is_a_timeout_and_the_server_is_stopped(tmp_path, port):
+    cmd = build_server_command(kimi_server(port), sim_engine(clock_scale=1.0))  # 90 s to load
+    server = Server(cmd, tmp_path / "server.log", ready_timeout_s=2, stop_grace_s=2)
+    with server, pytest.raises(ServerStartTimeout):
+        server.wait_ready()
+    assert server.returncode is not None
+    assert port_is_free("127.0.0.1", port)
+
+
+def test_busy_port_is_refused_before_launch(tmp_path, port):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        cmd = build_server_command(kimi_server(port), sim_engine())
+        with pytest.raises(PortInUse, match=f"port {port}"):
+            Server(cmd, tmp_path / "server.log", ready_timeout_s=5).start()
+    assert not (tmp_path / "server.log").exists()
+
+
+FAKE_SERVER = """
+import os, signal, sys, time
+marker = sys.argv[1]
+if os.fork() == 0:  # a child that ignores SIGTERM, like a wedged scheduler
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.execv(sys.executable, [sys.executable, "-c",
+             "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)",
+             marker])
+time.sleep(600)
+"""
+
+
+def test_stop_kills_the_whole_group_even_children_that_ignore_sigterm(tmp_path, port):
+    marker = f"specsweep-test-{port}"
+    cmd = ServerCommand(
+        argv=(sys.executable, "-c", FAKE_SERVER, marker),
+        env={},
+        base_url=f"http://127.0.0.1:{port}",
+        host="127.0.0.1",
+        port=port,
+    )
+    server = Server(cmd, tmp_path / "server.log", ready_timeout_s=5, stop_grace_s=1)
+    server.start()
+    deadline = time.monotonic() + 10
+    while len(processes_mentioning(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(processes_mentioning(marker)) == 2
+    rc = server.stop()
+    assert rc == -signal.SIGTERM
+    assert processes_mentioning(marker) == []
+    assert server.stop() == rc  # idempotent
