@@ -28,9 +28,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	@set -e; for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
 
-## MLflow UI on the local results (http://127.0.0.1:5000).
+## MLflow UI on the local results (http://127.0.0.1:5000). One worker, no job runner: starts in
+## seconds with ~0.5 GB instead of `mlflow ui`'s ~15 processes.
 ui: $(STAMP)
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow server \
+		--backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000 --workers 1
 
 clean:
 	rm -rf results outputs multirun .pytest_cache

@@ -373,10 +373,18 @@ class _SweepRun:
         )
         tracker.end_sweep(parent, metrics, [summary], status)
         mlflow_db = resolve_sqlite_uri(self.cfg.tracking.mlflow_uri)
-        console.print(f"\nTrial folders: {self.study_dir}")
-        console.print(f"Summary:       {summary}")
-        console.print(f"MLflow:        {mlflow_db} (experiment {self.cfg.tracking.experiment!r})")
-        console.print(f"Open the UI:   make ui   (or: mlflow ui --backend-store-uri {mlflow_db})")
+        # soft_wrap: paths and commands stay on one line, ready to copy.
+        console.print(f"\nTrial folders: {self.study_dir}", soft_wrap=True)
+        console.print(f"Summary:       {summary}", soft_wrap=True)
+        console.print(
+            f"MLflow:        {mlflow_db} (experiment {self.cfg.tracking.experiment!r})",
+            soft_wrap=True,
+        )
+        console.print(
+            f"Open the UI:   make ui   (or: mlflow server --backend-store-uri {mlflow_db} "
+            "--workers 1), then http://127.0.0.1:5000",
+            soft_wrap=True,
+        )
         if self.simulated:
             console.print("[yellow]All numbers above are SIMULATED (engine=sim).[/yellow]")
         console.print(f"[dim]sweep finished with status {status}[/dim]")

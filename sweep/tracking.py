@@ -20,6 +20,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 from harness.results import Outcome, TrialResult
 
 log = logging.getLogger(__name__)
+EXPERIMENT_KIND = "mlflow.experimentKind"
 
 
 def sqlite_uri(path: Path) -> str:
@@ -48,6 +49,10 @@ class Tracker:
             )
         else:
             self.experiment_id = found.experiment_id
+        # MLflow 3's UI opens unknown experiments on its GenAI (traces) page; a sweep is runs.
+        self.client.set_experiment_tag(
+            self.experiment_id, EXPERIMENT_KIND, "custom_model_development"
+        )
 
     def start_sweep(self, name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
         run = self.client.create_run(

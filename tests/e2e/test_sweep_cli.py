@@ -60,7 +60,7 @@ def test_sweep_succeeds_and_tells_the_user_where_results_are(first_sweep):
     out = proc.stdout
     assert "SIMULATED" in out
     assert "[3/3]" in out and "Best:" in out and "× the baseline" in out
-    assert f"mlflow ui --backend-store-uri sqlite:///{tmp}/mlflow.db" in out
+    assert f"mlflow server --backend-store-uri sqlite:///{tmp}/mlflow.db" in out
     assert "Traceback" not in proc.stderr
 
 
