@@ -110,7 +110,7 @@ def main() -> None:
             f"{r['ratio_to_slowest_scale']:.3f}",
             f"{r['wall_s']:.1f}",
         )
-    Console().print(table)
+    Console(width=max(Console().width, 120)).print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"max_tokens": args.max_tokens, "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")

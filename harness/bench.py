@@ -72,11 +72,34 @@ class BenchmarkSpec:
         return max(self.requests_per_run, concurrency)
 
 
+@dataclass(frozen=True)
+class EarlyStop:
+    """Stop once this configuration's 95% upper bound is below `below` (the best trial's lower
+    bound): more runs could not make it the best, only cost GPU time."""
+
+    below: float
+    concurrency: int
+    metric: str = "decode_tok_s"  # a RunSummary field: decode_tok_s or output_tok_s
+    min_runs: int = 2
+
+    def should_stop(self, runs: list[RunSummary]) -> bool:
+        values = [
+            getattr(r, self.metric)
+            for r in runs
+            if r.concurrency == self.concurrency and getattr(r, self.metric) is not None
+        ]
+        if len(values) < self.min_runs:
+            return False
+        stat = summarize(values)
+        return stat.mean + stat.ci95 < self.below
+
+
 @dataclass
 class BenchmarkResult:
     records: list[RequestRecord]
     runs: list[RunSummary]
     metrics: dict[str, float]
+    stopped_early: bool = False
 
 
 class Benchmark:
@@ -89,6 +112,7 @@ class Benchmark:
         speculative: bool,
         on_run: Callable[[RunSummary], None] | None = None,
         check_server: Callable[[], None] | None = None,
+        early_stop: EarlyStop | None = None,
     ):
         self.base_url = base_url
         self.spec = spec
@@ -96,6 +120,8 @@ class Benchmark:
         self.speculative = speculative
         self.on_run = on_run or (lambda _summary: None)
         self.check_server = check_server or (lambda: None)
+        self.early_stop = early_stop
+        self.stopped_early = False
         self.prompts = load_prompts(spec.prompts, spec.seed)
         self.records: list[RequestRecord] = []  # kept even when a run fails halfway
         self.run_summaries: list[RunSummary] = []
@@ -120,7 +146,13 @@ class Benchmark:
                     summary = summarize_run(run, concurrency, records, window_s, accept_len, source)
                     self.run_summaries.append(summary)
                     self.on_run(summary)
-        return BenchmarkResult(self.records, self.run_summaries, self.metrics())
+                    if self.early_stop and self.early_stop.should_stop(self.run_summaries):
+                        self.stopped_early = True
+                        return self._result()
+        return self._result()
+
+    def _result(self) -> BenchmarkResult:
+        return BenchmarkResult(self.records, self.run_summaries, self.metrics(), self.stopped_early)
 
     async def _flush(self, client: httpx.AsyncClient) -> bool:
         try:

@@ -27,9 +27,17 @@ class ServerError(SpecsweepError):
 class ServerOOM(ServerError):
     """GPU (or host) memory ran out: at start-up (KV pool, CUDA-graph capture) or later."""
 
-    def __init__(self, message: str, *, mem_fraction_static: float | None = None, **kwargs):
+    def __init__(
+        self,
+        message: str,
+        *,
+        mem_fraction_static: float | None = None,
+        kind: str | None = None,
+        **kwargs,
+    ):
         super().__init__(message, **kwargs)
         self.mem_fraction_static = mem_fraction_static
+        self.kind = kind  # harness.logs.oom_kind: "gpu", "kv_pool" or "host"
 
 
 class ServerCrashed(ServerError):

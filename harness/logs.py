@@ -74,6 +74,17 @@ def mentions_oom(text: str) -> bool:
     return any(p.search(text) for p in _OOM_PATTERNS)
 
 
+def oom_kind(text: str) -> str | None:
+    """Which way memory ran out: the direction the next configuration must move away from."""
+    if re.search(r"Not enough memory\. Please try|Loaded weights leave no GPU memory", text):
+        return "kv_pool"  # mem_fraction_static too low for weights + KV pool
+    if "scheduler died during initialization (exit code: -9)" in text:
+        return "host"  # the OOM killer: host memory (the HiCache pool) ran out
+    if mentions_oom(text):
+        return "gpu"  # activations / CUDA graphs did not fit beside the static pool
+    return None
+
+
 def classify_exit(log_text: str, returncode: int | None) -> Outcome:
     """Why did a server stop on its own? OOM text wins over everything else."""
     if mentions_oom(log_text):

@@ -22,6 +22,8 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"  # the server never became ready before its deadline
     INVALID = "invalid"  # the configuration was refused before launch
     DUPLICATE = "duplicate"  # the same effective configuration was already measured
+    PREDICTED_OOM = "predicted_oom"  # needs at least the memory of a trial that ran out of it
+    PRUNED = "pruned"  # stopped early: its upper bound fell below the best trial's lower bound
     ERROR = "error"  # the harness itself failed (a bug or an unreachable service), not the server
     INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C / SIGTERM) during the trial
 
@@ -100,6 +102,8 @@ class TrialResult:
     startup_s: float | None = None  # server clock
     wall_s: float | None = None
     number: int | None = None  # Optuna trial number, when the trial came from a study
+    oom_kind: str | None = None  # "gpu" (too high), "kv_pool" (too low) or "host" (HiCache)
+    related: str | None = None  # the trial a duplicate / predicted_oom result was taken from
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -9,6 +9,7 @@ then wait until the group is gone and the port is free again.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ from harness.errors import (
     ServerOOM,
     ServerStartTimeout,
 )
-from harness.logs import classify_exit, excerpt, is_ready_line
+from harness.logs import classify_exit, excerpt, is_ready_line, oom_kind
 from harness.results import Outcome
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Server:
         stop_grace_s: float = 30.0,
         poll_interval_s: float = 0.2,
         mem_fraction_static: float | None = None,
+        pid_file: Path | None = None,
     ):
         self.command = command
         self.log_path = log_path
@@ -74,6 +76,7 @@ class Server:
         self.stop_grace_s = stop_grace_s
         self.poll_interval_s = poll_interval_s
         self.mem_fraction_static = mem_fraction_static
+        self.pid_file = pid_file  # where a crashed sweep's successor finds a leftover server
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_fh: IO[bytes] | None = None
         self._started_at: float | None = None
@@ -90,6 +93,8 @@ class Server:
     def start(self) -> None:
         if self.proc is not None:
             raise RuntimeError("server already started")
+        if self.pid_file is not None:
+            stop_leftover(self.pid_file, self.stop_grace_s)
         if not port_is_free(self.command.host, self.command.port):
             raise PortInUse(
                 f"port {self.command.port} on {self.command.host} is already in use by another "
@@ -109,6 +114,10 @@ class Server:
             start_new_session=True,  # own process group: stop() signals every child too
         )
         self._started_at = time.monotonic()
+        if self.pid_file is not None:
+            self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+            record = {"pid": self.proc.pid, "port": self.command.port, "argv": self.proc.args}
+            self.pid_file.write_text(json.dumps(record))
 
     @property
     def pid(self) -> int | None:
@@ -172,6 +181,7 @@ class Server:
                 log_excerpt=excerpt(text),
                 returncode=rc,
                 mem_fraction_static=self.mem_fraction_static,
+                kind=oom_kind(text),
             )
         raise ServerCrashed(message, log_excerpt=excerpt(text), returncode=rc)
 
@@ -207,12 +217,49 @@ class Server:
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
+        if self.pid_file is not None:
+            self.pid_file.unlink(missing_ok=True)
         return rc
+
+
+def stop_leftover(pid_file: Path, grace_s: float) -> int | None:
+    """Stop the server a crashed run recorded in `pid_file`, if it is still that process.
+
+    The command line must match what was recorded, so a recycled pid is never signalled.
+    Returns the pid that was stopped.
+    """
+    try:
+        record = json.loads(pid_file.read_text())
+        cmdline = Path(f"/proc/{record['pid']}/cmdline").read_bytes().split(b"\0")[:-1]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, ProcessLookupError):
+        pid_file.unlink(missing_ok=True)
+        return None
+    pid = int(record["pid"])
+    if [part.decode(errors="replace") for part in cmdline] != list(record["argv"]):
+        pid_file.unlink(missing_ok=True)
+        return None
+    log.warning("stopping server pid %d left behind by an earlier run (%s)", pid, pid_file)
+    _signal_group(pid, signal.SIGTERM)
+    if not wait_until(lambda: not _group_alive(pid), deadline_s=grace_s, interval_s=0.1):
+        _signal_group(pid, signal.SIGKILL)
+        wait_until(lambda: not _group_alive(pid), deadline_s=30.0, interval_s=0.1)
+    pid_file.unlink(missing_ok=True)
+    return pid
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _group_alive(pgid: int) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.bench import BenchmarkSpec
+from harness.bench import BenchmarkSpec, EarlyStop
 from harness.errors import ConfigError
 from harness.spec import EngineSpec, ServerSpec
 
@@ -36,6 +36,8 @@ class TrialSpec:
     server: ServerSpec
     benchmark: BenchmarkSpec
     params: dict[str, Any] = field(default_factory=dict)  # requested values, SGLang's names
+    early_stop: EarlyStop | None = None
+    pid_file: Path | None = None  # records the live server so a crashed sweep's leftover is found
 
 
 def _looks_local(path: str) -> bool:
@@ -145,6 +147,13 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         hardware=cfg.hardware.name,
         max_tokens=cfg.benchmark.max_tokens,
     )
+    early_stop = None
+    if cfg.trial.prune_below is not None:
+        early_stop = EarlyStop(
+            below=cfg.trial.prune_below,
+            concurrency=cfg.trial.prune_concurrency,
+            metric=cfg.trial.prune_metric,
+        )
     return TrialSpec(
         name=cfg.trial.name,
         role=cfg.trial.role,
@@ -153,11 +162,14 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         server=server,
         benchmark=build_benchmark_spec(cfg),
         params=params,
+        early_stop=early_stop,
+        pid_file=Path(cfg.tracking.dir).resolve() / "servers" / f"port-{server.port}.pid",
     )
 
 
-def baseline_key(cfg: DictConfig) -> str:
-    """What a baseline measurement depends on; a study reuses its baseline while this holds."""
+def setup_key(cfg: DictConfig) -> str:
+    """What a measurement depends on besides the searched values: a study reuses a baseline,
+    and recognises a duplicate trial, only while this is unchanged."""
     parts = {
         group: OmegaConf.to_container(cfg[group], resolve=True)
         for group in ("engine", "model", "hardware", "benchmark")

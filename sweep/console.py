@@ -24,6 +24,9 @@ _OUTCOME_STYLE = {
     Outcome.INVALID: "yellow",
     Outcome.ERROR: "red",
     Outcome.INTERRUPTED: "yellow",
+    Outcome.DUPLICATE: "cyan",
+    Outcome.PREDICTED_OOM: "magenta",
+    Outcome.PRUNED: "yellow",
 }
 
 
@@ -52,11 +55,10 @@ class ConsoleReporter:
     def __init__(self, simulated: bool):
         self.clock_label = "simulated s" if simulated else "s"
 
-    def trial_header(
-        self, index: int, total: int, name: str, description: str, eta_s: float | None
-    ):
+    def trial_header(self, label: str, name: str, description: str, eta_s: float | None = None):
         eta = f"  [dim]ETA {fmt_duration(eta_s)}[/dim]" if eta_s is not None else ""
-        console.print(f"[bold][{index}/{total}][/bold] {name}  {description}{eta}")
+        title = f"{label}] {name}" if name else f"{label}]"
+        console.print(f"[bold]\\[{title}[/bold]  {description}{eta}")
 
     def server_starting(self, spec: TrialSpec) -> None:
         console.print(f"    starting {spec.engine.name} server on port {spec.server.port} ...")
@@ -81,12 +83,14 @@ class ConsoleReporter:
     def trial_done(self, result: TrialResult, baseline_tok_s: float | None) -> None:
         style = _OUTCOME_STYLE.get(result.outcome, "white")
         line = f"    → [{style}]{result.outcome}[/{style}]"
-        if result.outcome is Outcome.OK:
+        if result.outcome in (Outcome.OK, Outcome.PRUNED) and "tok_s" in result.metrics:
             line += f"  {fmt_tok_s(result)} tok/s"
             if "accept_len" in result.metrics:
                 line += f", accept len {result.metrics['accept_len']:.2f}"
             if baseline_tok_s:
                 line += f", {result.metrics['tok_s'] / baseline_tok_s:.2f}× baseline"
+            if result.outcome is Outcome.PRUNED:
+                line += f"; stopped after {len(result.runs)} runs, it cannot beat the best"
         elif result.error:
             line += f"  {result.error.splitlines()[0]}"
         if result.wall_s is not None:
@@ -101,44 +105,106 @@ def summary_table(
         " — SIMULATED, not a hardware measurement" if simulated else ""
     )
     table = Table(title=title, title_justify="left")
-    for column in (
-        "trial",
-        "steps",
-        "topk",
-        "draft",
-        "mem",
-        "hicache",
-        "outcome",
-        "tok/s (95% CI)",
-        "accept",
-        "vs base",
-    ):
-        table.add_column(column, justify="right" if column not in ("trial", "outcome") else "left")
+    columns = ("trial", "steps", "topk", "draft", "mem", "hicache", "outcome", "tok/s (95% CI)",
+               "accept", "vs base", "note")  # fmt: skip
+    for column in columns:
+        table.add_column(
+            column, justify="left" if column in ("trial", "outcome", "note") else "right"
+        )
     base = baseline.metrics.get("tok_s") if baseline else None
-    rows = ([baseline] if baseline else []) + sorted(
-        results,
-        key=lambda r: r.metrics.get("tok_s", -1.0) if r.outcome is Outcome.OK else -2.0,
-        reverse=True,
-    )
+
+    def order(r: TrialResult) -> float:
+        return r.metrics.get("tok_s", -1.0) if r.outcome in (Outcome.OK, Outcome.PRUNED) else -2.0
+
+    rows = ([baseline] if baseline else []) + sorted(results, key=order, reverse=True)
     for r in rows:
         p = r.effective or r.params
         spec = r.params.get("speculative_algorithm") is not None
+        keys = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+        measured = r.outcome in (Outcome.OK, Outcome.PRUNED)
+        note = ""
+        if r.related:
+            note = f"as {r.related}" if r.outcome is Outcome.DUPLICATE else f"from {r.related}"
+        elif r.outcome is Outcome.PRUNED:
+            note = f"stopped after {len(r.runs)} runs"
         cells = [
             r.name,
-            *(
-                str(p.get(k, "-")) if spec else "-"
-                for k in (
-                    "speculative_num_steps",
-                    "speculative_eagle_topk",
-                    "speculative_num_draft_tokens",
-                )
-            ),
+            *(str(p.get(k, "-")) if spec else "-" for k in keys),
             f"{p.get('mem_fraction_static')}",
             str(p.get("hicache_size", 0)),
             f"[{_OUTCOME_STYLE.get(r.outcome, 'white')}]{r.outcome}[/]",
-            fmt_tok_s(r),
+            fmt_tok_s(r) if measured or r.outcome is Outcome.DUPLICATE else "-",
             f"{r.metrics['accept_len']:.2f}" if "accept_len" in r.metrics else "-",
             f"{r.metrics['tok_s'] / base:.2f}×" if base and "tok_s" in r.metrics else "-",
+            note,
         ]
         table.add_row(*cells, style="bold" if r is baseline else None)
     return table
+
+
+def summary_lines(
+    results: list[TrialResult], baseline: TrialResult | None, recheck: TrialResult | None
+) -> tuple[list[str], dict[str, float]]:
+    """The verdict under the table, and the numbers the parent run records."""
+    lines, metrics = [], {}
+    ok = [r for r in results if r.outcome is Outcome.OK and "tok_s" in r.metrics]
+    best = max(ok, key=lambda r: r.metrics["tok_s"], default=None)
+    base_ok = baseline is not None and baseline.outcome is Outcome.OK
+    skipped = sum(r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM) for r in results)
+    pruned = sum(r.outcome is Outcome.PRUNED for r in results)
+    if skipped or pruned:
+        lines.append(
+            f"\nServer starts saved: {skipped} (duplicates and predicted OOMs not launched); "
+            f"{pruned} trial(s) stopped early."
+        )
+    if base_ok:
+        metrics["baseline_tok_s"] = baseline.metrics["tok_s"]  # type: ignore[union-attr]
+    if best:
+        metrics["best_tok_s"] = best.metrics["tok_s"]
+        lines.append(best_line(best, baseline if base_ok else None))
+        if base_ok:
+            metrics["best_speedup_vs_baseline"] = best.metrics["tok_s"] / metrics["baseline_tok_s"]
+    if base_ok and recheck is not None and recheck.outcome is Outcome.OK:
+        line, drift = drift_line(baseline, recheck)  # type: ignore[arg-type]
+        lines.append(line)
+        metrics["baseline_drift_pct"] = drift
+    return lines, metrics
+
+
+def _config_text(result: TrialResult) -> str:
+    p = result.effective or result.params
+    return (
+        f"steps={p.get('speculative_num_steps')} topk={p.get('speculative_eagle_topk')} "
+        f"draft={p.get('speculative_num_draft_tokens')} mem={p.get('mem_fraction_static')} "
+        f"hicache={p.get('hicache_size')}"
+    )
+
+
+def best_line(best: TrialResult, baseline: TrialResult | None) -> str:
+    tok, ci = best.metrics["tok_s"], best.metrics.get("tok_s_ci95", float("nan"))
+    line = f"\n[bold]Best:[/bold] {best.name} ({_config_text(best)}): {tok:.1f} ± {ci:.1f} tok/s"
+    if baseline is None:
+        return line
+    base, base_ci = baseline.metrics["tok_s"], baseline.metrics.get("tok_s_ci95", float("nan"))
+    line += f", {tok / base:.2f}× the baseline ({base:.1f} ± {base_ci:.1f} tok/s)"
+    if tok - ci > base + base_ci:
+        line += " — faster beyond the 95% intervals"
+    elif tok + ci < base - base_ci:
+        line += " — [red]slower than the baseline[/red]: speculation does not pay here"
+    else:
+        line += " — the intervals overlap: not distinguishable from the baseline"
+    return line
+
+
+def drift_line(before: TrialResult, after: TrialResult) -> tuple[str, float]:
+    old, new = before.metrics["tok_s"], after.metrics["tok_s"]
+    ci = before.metrics.get("tok_s_ci95", 0.0)
+    drift = 100 * (new - old) / old
+    text = (
+        f"Baseline re-measured: {new:.1f} tok/s vs {old:.1f} ± {ci:.1f} at the start "
+        f"({drift:+.1f}%)"
+    )
+    if abs(new - old) > ci:
+        text += ": drift beyond the 95% interval; conditions changed during the sweep."
+        return f"[yellow]{text}[/]", drift
+    return f"{text}: no drift beyond the 95% interval.", drift

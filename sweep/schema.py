@@ -113,9 +113,11 @@ class SearchConfig:
     study_name: str = MISSING
     n_trials: int = 12
     seed: int = 0
-    objective: str = "tok_s"
-    direction: str = "maximize"
+    objective: str = "tok_s"  # tok_s | speedup | throughput | tok_s+throughput
+    throughput_concurrency: int = 64  # the level `throughput` reads (must be benchmarked)
+    prune: bool = True  # stop a trial early once it cannot beat the best one
     baseline: bool = True
+    remeasure_baseline: bool = True  # measure the baseline again at the end and report drift
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     space: Dict[str, ParamConfig] = field(default_factory=dict)
     enqueue: List[Dict[str, Any]] = field(default_factory=list)
@@ -136,6 +138,11 @@ class TrialConfig:
     name: str = "single"
     number: Optional[int] = None
     role: str = "trial"  # trial | baseline
+    # Early stopping, set by the sweeper from the best trial so far: stop after a run once the
+    # upper 95% bound of `prune_metric` at `prune_concurrency` is below `prune_below`.
+    prune_below: Optional[float] = None
+    prune_concurrency: int = 1
+    prune_metric: str = "decode_tok_s"
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """The search space declared in conf/search/, with SGLang's rules built in.
 
 SGLang forces `draft_tokens = num_steps + 1` when `topk == 1`, and a tree cannot hold more than
-`topk * num_steps + 1` tokens. So draft tokens are sampled only when topk > 1, from a range
-clipped to what the tree can hold; with topk == 1 they are derived, not sampled, and Optuna
-never sees a value the server would silently change.
+`topk * num_steps + 1` tokens. So draft tokens are sampled only when topk > 1, and then held to
+what the tree can hold (the effective value is recorded as `derived.<name>`); with topk == 1
+they are derived, not sampled. Only valid combinations reach a server.
 """
 
 from __future__ import annotations
@@ -98,10 +98,13 @@ class SearchSpace:
                 values[DRAFT] = steps + 1  # SGLang would force this anyway
                 trial.set_user_attr(f"derived.{DRAFT}", steps + 1)
             else:
-                p = self.params[DRAFT]
-                high = min(int(p.high), topk * steps + 1)
-                low = min(max(int(p.low), 2), high)
-                values[DRAFT] = p.suggest(trial, low, high)
+                # Sampled over the declared range (a fixed distribution, so the sampler can model
+                # it jointly with steps and topk), then held to what the tree can hold.
+                capacity = topk * steps + 1
+                sampled = self.params[DRAFT].suggest(trial)
+                values[DRAFT] = max(2, min(sampled, capacity))
+                if values[DRAFT] != sampled:
+                    trial.set_user_attr(f"derived.{DRAFT}", values[DRAFT])
         for name, param in self.params.items():
             if name not in values:
                 values[name] = param.suggest(trial)

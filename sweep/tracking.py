@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from harness.results import Outcome, TrialResult
+from harness.server import pid_alive
 
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND = "mlflow.experimentKind"
@@ -53,6 +55,24 @@ class Tracker:
         self.client.set_experiment_tag(
             self.experiment_id, EXPERIMENT_KIND, "custom_model_development"
         )
+
+    def close_orphan_sweeps(self) -> list[str]:
+        """Parent runs a crashed sweep on this host left RUNNING -> KILLED."""
+        closed = []
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string="tags.`specsweep.role` = 'sweep' and attributes.status = 'RUNNING'",
+        )
+        for run in runs:
+            tags = run.data.tags
+            if tags.get("specsweep.worker_host") != socket.gethostname():
+                continue
+            pid = tags.get("specsweep.worker_pid")
+            if pid and pid.isdigit() and pid_alive(int(pid)):
+                continue
+            self.client.set_terminated(run.info.run_id, status="KILLED")
+            closed.append(run.info.run_id)
+        return closed
 
     def start_sweep(self, name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
         run = self.client.create_run(

@@ -83,6 +83,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         ready_timeout_s=spec.engine.ready_timeout_s,
         stop_grace_s=spec.engine.stop_grace_s,
         mem_fraction_static=spec.server.mem_fraction_static,
+        pid_file=spec.pid_file,
     )
     bench: Benchmark | None = None
     try:
@@ -102,10 +103,17 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 speculative=spec.server.speculative,
                 on_run=lambda s: reporter.run_done(s, spec.benchmark.runs),
                 check_server=lambda: server.raise_if_exited(during="the benchmark"),
+                early_stop=spec.early_stop,
             )
             measured = bench.run()
             result.metrics, result.runs = measured.metrics, measured.runs
-            if "tok_s" not in result.metrics:
+            if measured.stopped_early:
+                result.outcome = Outcome.PRUNED  # keeps what it measured
+                result.error = (
+                    f"stopped after {len(measured.runs)} runs: its 95% upper bound is below the "
+                    f"best trial's lower bound ({spec.early_stop.below:.1f})"  # type: ignore[union-attr]
+                )
+            elif "tok_s" not in result.metrics:
                 errors = [r.error for r in measured.records if r.error]
                 result.outcome = Outcome.ERROR
                 result.error = "no request completed" + (f": {errors[0]}" if errors else "")
@@ -133,4 +141,5 @@ def _fail(result: TrialResult, outcome: Outcome, exc: Exception) -> None:
     result.outcome = outcome
     result.error = str(exc)
     result.log_excerpt = getattr(exc, "log_excerpt", None)
+    result.oom_kind = getattr(exc, "kind", None)
     log.info("trial %s: %s: %s", result.name, outcome, exc)

@@ -21,8 +21,9 @@ import uvicorn
 from harness.sim.app import ServerState, create_app
 from harness.sim.cli import build_parser, resolve
 from harness.sim.engine import Engine, VirtualClock
-from harness.sim.perf_model import Deployment, MemoryPlan, PerfModel, Speculation
-from harness.sim.profiles import DRAFTERS, EAGLE3_37K_TTT5, HARDWARE, TARGETS
+from harness.sim.oracle import build_model
+from harness.sim.perf_model import MemoryPlan, PerfModel
+from harness.sim.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
 
 log = logging.getLogger("sglang.launch_server")
 sched_log = logging.getLogger("sglang.scheduler")
@@ -64,13 +65,6 @@ def _die_like_sglang(message: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _drafter_profile(args: dict, requested: str | None):
-    if requested:
-        return DRAFTERS[requested]
-    log.warning("simulator: no --sim-drafter given; using the %s profile", EAGLE3_37K_TTT5.name)
-    return EAGLE3_37K_TTT5
-
-
 def main(argv: list[str] | None = None) -> None:
     ns = build_parser().parse_args(argv)
     _configure_logging(ns.tp_size)
@@ -79,26 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     for message in resolved.warnings:
         log.warning(message)
     args = resolved.args
-    speculation = None
-    if args["speculative_algorithm"]:
-        speculation = Speculation(
-            algorithm=args["speculative_algorithm"],
-            steps=args["speculative_num_steps"],
-            topk=args["speculative_eagle_topk"],
-            draft_tokens=args["speculative_num_draft_tokens"],
-            drafter=_drafter_profile(args, ns.sim_drafter),
-        )
-    deployment = Deployment(
-        tp=args["tp_size"],
-        cuda_graph=args["cuda_graph_enabled"],
-        overlap=not args["disable_overlap_schedule"],
-        # The seeds' tuning: NCCL_PROTO=LL (with Ring and P2P over PCIe) cut allreduce latency.
-        nccl_tuned=os.environ.get("NCCL_PROTO", "").upper().startswith("LL"),
-        hicache_size_gb=args["hicache_size"] if args["enable_hierarchical_cache"] else 0,
-        graph_max_bs=args["cuda_graph_max_bs_decode"],
-        speculation=speculation,
-    )
-    model = PerfModel(hw, target, deployment)
+    if args["speculative_algorithm"] and not ns.sim_drafter:
+        log.warning("simulator: no --sim-drafter given; using the %s profile", EAGLE3_37K_TTT5.name)
+    model = build_model(args, ns, os.environ.get("NCCL_PROTO", ""))
     clock = VirtualClock(ns.sim_clock_scale)
     plan = model.memory_plan(args["mem_fraction_static"])
     log.info("server_args=%s", {k: v for k, v in args.items() if not k.startswith("sim_")})
@@ -118,8 +95,8 @@ def main(argv: list[str] | None = None) -> None:
         "hardware": hw.name,
         "target": target.name,
         "target_architecture": target.architecture,
-        "drafter": speculation.drafter.name if speculation else None,
-        "nccl_tuned": deployment.nccl_tuned,
+        "drafter": model.spec.drafter.name if model.spec else None,
+        "nccl_tuned": model.dep.nccl_tuned,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     state = ServerState(

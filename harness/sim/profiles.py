@@ -65,7 +65,29 @@ RTX_PRO_6000_PCIE = HardwareProfile(
     verify_token_us=450.0,  # calibrated: seed row 6 (16 draft tokens, 74.9 tok/s)
 )
 
-HARDWARE = {p.name: p for p in (RTX_PRO_6000_PCIE,)}
+# 8x H200 (141 GB HBM3e, NVLink/NVSwitch): SGLang's reference box for Kimi-K2.5.
+H200_NVLINK = HardwareProfile(
+    name="h200_nvlink",
+    gpu_memory_mib=143_771,  # reference/sglang.md §2 (the value SGLang's formulas use)
+    hbm_gb_s=4_800,  # product spec
+    allreduce_latency_us=20.0,  # estimate: NVSwitch one-shot custom allreduce, small messages
+    untuned_nccl_factor=1.0,  # NVLink: the PCIe NCCL settings do not matter
+    bus_gb_s=300.0,  # estimate: NVLink ring allreduce bus bandwidth
+    tflops=600.0,  # estimate: well below the 989 TFLOPS BF16 peak
+    # calibrated: SGLang's Kimi-K2.5 cookbook, TPOT 9.22 ms at concurrency 1 (8x H200, TP 8)
+    kernel_us_per_layer=83.0,
+    eager_us_per_layer=160.0,
+    host_step_ms=1.05,
+    host_step_no_overlap_ms=1.9,
+    host_ram_gb=2_048.0,  # assumption: a typical 8x H200 node
+    draft_host_ms=0.5,  # estimate: the same worker, faster host-device syncs over NVLink
+    spec_host_ms=3.0,  # estimate: speculative-performance.md §5 puts K2.5 at ~1.9-2.5x at conc 1
+    spec_host_no_overlap_ms=5.0,
+    activation_mib=7_500.0,  # estimate: larger activations/graphs budget on a 141 GB GPU
+    verify_token_us=200.0,
+)
+
+HARDWARE = {p.name: p for p in (RTX_PRO_6000_PCIE, H200_NVLINK)}
 
 
 @dataclass(frozen=True)

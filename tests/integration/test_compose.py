@@ -10,7 +10,7 @@ from omegaconf.errors import ValidationError
 
 from harness.errors import ConfigError
 from sweep.app import CONF_DIR
-from sweep.config import baseline_key, build_trial_spec
+from sweep.config import build_trial_spec, setup_key
 from sweep.space import SearchSpace
 from sweep.sweeper import baseline_overrides
 
@@ -97,10 +97,10 @@ def test_baseline_overrides_drop_drafter_and_speculative_keys():
     assert not spec.server.speculative and spec.role == "baseline"
 
 
-def test_baseline_key_ignores_searched_values_but_not_the_benchmark():
-    base = baseline_key(cfg())
-    assert baseline_key(cfg("server.mem_fraction_static=0.9")) == base
-    assert baseline_key(cfg("benchmark.max_tokens=512")) != base
+def test_setup_key_ignores_searched_values_but_not_the_benchmark():
+    base = setup_key(cfg())
+    assert setup_key(cfg("server.mem_fraction_static=0.9")) == base
+    assert setup_key(cfg("benchmark.max_tokens=512")) != base
 
 
 def test_quick_experiment_preset_overlays_the_defaults():

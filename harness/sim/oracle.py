@@ -1,0 +1,84 @@
+"""The simulator's answer for one launch, computed in-process without serving anything.
+
+`python -m harness.sim` and this module build the performance model the same way (from SGLang's
+argv through SGLang's adjustments), so the oracle is what the served simulator would measure on
+average. Benchmarks use it to evaluate hundreds of configurations in seconds (search efficiency)
+and to know the true rate the client should measure (client fidelity).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from harness.sim.cli import build_parser, resolve
+from harness.sim.perf_model import Deployment, PerfModel, Speculation
+from harness.sim.profiles import DRAFTERS, EAGLE3_37K_TTT5, HARDWARE, TARGETS
+
+PROMPT_TOKENS = 60  # typical of the bundled reasoning prompts
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    outcome: str  # "ok" or "oom"
+    oom_kind: str | None
+    tok_s: float | None  # expected single-stream decode tok/s (tokens after the first)
+    accept_len: float | None
+    startup_s: float  # simulated seconds until ready, or until the failure
+    max_total_num_tokens: int
+
+
+def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -> PerfModel:
+    """The PerfModel for resolved SGLang `args` and the simulator's own flags in `ns`."""
+    hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
+    speculation = None
+    if args["speculative_algorithm"]:
+        speculation = Speculation(
+            algorithm=args["speculative_algorithm"],
+            steps=args["speculative_num_steps"],
+            topk=args["speculative_eagle_topk"],
+            draft_tokens=args["speculative_num_draft_tokens"],
+            drafter=DRAFTERS[ns.sim_drafter] if ns.sim_drafter else EAGLE3_37K_TTT5,
+        )
+    deployment = Deployment(
+        tp=args["tp_size"],
+        cuda_graph=args["cuda_graph_enabled"],
+        overlap=not args["disable_overlap_schedule"],
+        # The seeds' tuning: NCCL_PROTO=LL (with Ring and P2P over PCIe) cut allreduce latency.
+        nccl_tuned=nccl_proto.upper().startswith("LL"),
+        hicache_size_gb=args["hicache_size"] if args["enable_hierarchical_cache"] else 0,
+        graph_max_bs=args["cuda_graph_max_bs_decode"],
+        speculation=speculation,
+    )
+    return PerfModel(hw, target, deployment)
+
+
+def expected_decode_tok_s(model: PerfModel, max_tokens: int) -> float:
+    """Tokens after the first over the decode time of one stream, as the benchmark measures."""
+    position, seconds = 1.0, 0.0  # the first token comes from prefill
+    while position < max_tokens:
+        seconds += model.decode_step_s(1, PROMPT_TOKENS + int(position))
+        position += min(model.expected_accept_len(int(position)), max_tokens - position)
+    return (position - 1) / seconds
+
+
+def evaluate(argv: list[str], max_tokens: int, nccl_proto: str = "LL") -> Evaluation:
+    """What a server started with `argv` (SGLang flags + --sim-* flags) would do."""
+    ns = build_parser().parse_args(argv)
+    hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
+    args = resolve(ns, target.architecture, hw.gpu_memory_mib).args
+    model = build_model(args, ns, nccl_proto)
+    plan = model.memory_plan(args["mem_fraction_static"])
+    if plan.failure:
+        kind = {"graph_oom": "gpu", "kv_pool": "kv_pool", "host_oom": "host"}[plan.failure]
+        failed_after = {"gpu": target.load_s, "kv_pool": 0.7 * target.load_s, "host": 5.0}[kind]
+        return Evaluation("oom", kind, None, None, failed_after, plan.kv_tokens)
+    return Evaluation(
+        outcome="ok",
+        oom_kind=None,
+        tok_s=expected_decode_tok_s(model, max_tokens),
+        accept_len=model.expected_accept_len(max_tokens // 2),
+        startup_s=target.load_s,
+        max_total_num_tokens=plan.kv_tokens,
+    )

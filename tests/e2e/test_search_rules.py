@@ -1,0 +1,124 @@
+"""The search through the real CLI: nothing known is launched again; a killed sweep resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import ROOT, free_port, processes_mentioning
+from tests.e2e.test_sweep_cli import SMALL, sweep
+
+pytestmark = pytest.mark.e2e
+
+SPACE = (
+    "search.space={speculative_num_steps:{type:categorical,choices:[3]},"
+    "speculative_eagle_topk:{type:categorical,choices:[1]},"
+    "speculative_num_draft_tokens:{type:int,low:2,high:16},"
+    "mem_fraction_static:{type:categorical,choices:[0.85,0.93,0.94]},"
+    "hicache_size:{type:categorical,choices:[0]}}"
+)
+ORDER = (
+    "search.enqueue=[{mem_fraction_static:0.93},{mem_fraction_static:0.94},"
+    "{mem_fraction_static:0.85}]"
+)
+
+
+def launched(folder: Path) -> bool:
+    return (folder / "server.log").exists()
+
+
+def test_known_configurations_are_never_launched_again(tmp_path):
+    port = free_port()
+    proc = sweep(
+        tmp_path, port, SPACE, ORDER, "search.n_trials=5", "search.remeasure_baseline=false"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    study_dir = tmp_path / "kimi-k25-eagle3"
+    outcomes = {
+        t: json.loads((study_dir / t / "result.json").read_text())["outcome"]
+        for t in (f"trial_{n:04d}" for n in range(5))
+    }
+    assert outcomes["trial_0000"] == "oom"
+    assert outcomes["trial_0001"] == "predicted_oom"  # 0.94 needs more than 0.93 had
+    assert outcomes["trial_0002"] == "ok"
+    assert set(list(outcomes.values())[3:]) <= {"duplicate", "predicted_oom"}
+    assert not launched(study_dir / "trial_0001")
+    # Every launched trial ran a different effective configuration.
+    study = optuna.load_study(
+        study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
+    )
+    keys = [t.user_attrs["candidate_key"] for t in study.trials
+            if launched(study_dir / f"trial_{t.number:04d}")]  # fmt: skip
+    assert len(keys) == len(set(keys)) == 2
+    dup = next(t for t in study.trials[3:] if t.user_attrs["outcome"] == "duplicate")
+    source = study.trials[int(dup.user_attrs["related"].split("_")[1])]
+    assert dup.values == source.values and dup.constraints == source.constraints
+    assert "Server starts saved: 3" in proc.stdout
+
+
+def test_a_sweep_killed_with_sigkill_resumes_cleanly(tmp_path):
+    port = free_port()
+    argv = [sys.executable, "sweep.py", "-m", f"tracking.dir={tmp_path}", f"server.port={port}",
+            *SMALL, "engine.clock_scale=50", "search.n_trials=3", "search.remeasure_baseline=false",
+            "search.enqueue=[{speculative_num_steps:2,speculative_eagle_topk:1,mem_fraction_static:0.85,hicache_size:0}]"]  # fmt: skip  # noqa: E501
+    first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    second_trial = tmp_path / "kimi-k25-eagle3" / "trial_0001" / "server.log"
+    deadline = time.monotonic() + 120
+    while not second_trial.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert second_trial.exists(), "the sweep never reached its second trial"
+    os.kill(first.pid, signal.SIGKILL)  # no cleanup at all: the server is left behind
+    first.wait()
+    time.sleep(0.5)
+    assert processes_mentioning(f"--port {port} "), "the killed sweep's server should be orphaned"
+
+    proc = sweep(tmp_path, port, "engine.clock_scale=50", "search.n_trials=2",
+                 "search.remeasure_baseline=false")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "left 1 trial(s) running (#1): marked failed" in proc.stdout
+    assert "left behind by an earlier run" in proc.stderr  # the orphaned server was stopped
+    assert "reusing the study's baseline" in proc.stdout
+    study = optuna.load_study(
+        study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
+    )
+    states = [t.state for t in study.trials]
+    assert optuna.trial.TrialState.RUNNING not in states
+    assert states[1] is optuna.trial.TrialState.FAIL
+    # The measured trial 0 is not measured again: a re-proposal of it would be a duplicate.
+    first_key = study.trials[0].user_attrs["candidate_key"]
+    relaunched = [t for t in study.trials[2:] if t.user_attrs.get("candidate_key") == first_key
+                  and t.user_attrs.get("outcome") != "duplicate"]  # fmt: skip
+    assert relaunched == []
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.get_experiment_by_name("kimi-k25-eagle3")
+    sweeps = client.search_runs([experiment.experiment_id], "tags.`specsweep.role` = 'sweep'")
+    assert sorted(r.info.status for r in sweeps) == ["FINISHED", "KILLED"]
+    assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_multi_objective_study_shows_its_pareto_front(tmp_path):
+    proc = sweep(tmp_path, free_port(), "search.objective=tok_s+throughput",
+                 "search.throughput_concurrency=4", "benchmark.concurrency=[1,4]",
+                 "search.n_trials=2", "search.remeasure_baseline=false")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Pareto front" in proc.stdout and "throughput tok/s @ 4" in proc.stdout
+    study = optuna.load_study(
+        study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
+    )
+    assert len(study.directions) == 2
+    assert all(len(t.values) == 2 for t in study.trials if t.values)
+
+
+def test_throughput_objective_needs_its_concurrency_level(tmp_path):
+    proc = sweep(tmp_path, free_port(), "search.objective=throughput")
+    assert proc.returncode != 0
+    assert "does not measure" in proc.stdout and "benchmark.concurrency=[1,64]" in proc.stdout
