@@ -107,3 +107,28 @@ def test_quick_experiment_preset_overlays_the_defaults():
     c = cfg("experiment=quick")
     assert c.search.n_trials < cfg().search.n_trials and c.benchmark.max_tokens == 2048
     assert OmegaConf.select(c, "benchmark.runs") == 3
+
+
+def test_extended_space_adds_drafter_graphs_and_overlap_and_composes_valid_trials():
+    import optuna
+
+    base = cfg("search=eagle3_extended")
+    space = SearchSpace.from_config(base.search.space)
+    assert {"drafter", "cuda_graph", "cuda_graph_max_bs", "disable_overlap_schedule"} <= set(
+        space.params
+    )
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    seen_drafters = set()
+    for _ in range(12):
+        values = space.suggest(study.ask())
+        spec = build_trial_spec(cfg("search=eagle3_extended", *space.overrides(values)))
+        seen_drafters.add(spec.server.speculative_draft_model_path)
+        assert spec.server.disable_cuda_graph is (not values["cuda_graph"])
+        assert spec.server.cuda_graph_max_bs == values["cuda_graph_max_bs"]
+        flags = spec.engine.extra_args
+        assert flags[flags.index("--sim-drafter") + 1] in (
+            "eagle3_37k_ttt5",
+            "eagle3_10k",
+            "aq_medai_k2",
+        )
+    assert len(seen_drafters) > 1
