@@ -105,12 +105,11 @@ def summary_table(
         " — SIMULATED, not a hardware measurement" if simulated else ""
     )
     table = Table(title=title, title_justify="left")
-    columns = ("trial", "steps", "topk", "draft", "mem", "hicache", "outcome", "tok/s (95% CI)",
+    columns = ("trial", "steps/topk/draft", "mem", "hicache", "outcome", "tok/s ± 95% CI",
                "accept", "vs base", "note")  # fmt: skip
     for column in columns:
-        table.add_column(
-            column, justify="left" if column in ("trial", "outcome", "note") else "right"
-        )
+        left = column in ("trial", "outcome", "note")
+        table.add_column(column, justify="left" if left else "right", no_wrap=column != "note")
     base = baseline.metrics.get("tok_s") if baseline else None
 
     def order(r: TrialResult) -> float:
@@ -126,10 +125,10 @@ def summary_table(
         if r.related:
             note = f"as {r.related}" if r.outcome is Outcome.DUPLICATE else f"from {r.related}"
         elif r.outcome is Outcome.PRUNED:
-            note = f"stopped after {len(r.runs)} runs"
+            note = f"{len(r.runs)} runs"
         cells = [
             r.name,
-            *(str(p.get(k, "-")) if spec else "-" for k in keys),
+            "/".join(str(p.get(k, "?")) for k in keys) if spec else "off",
             f"{p.get('mem_fraction_static')}",
             str(p.get("hicache_size", 0)),
             f"[{_OUTCOME_STYLE.get(r.outcome, 'white')}]{r.outcome}[/]",

@@ -20,6 +20,8 @@ from harness.sim.perf_model import PerfModel
 from harness.sim.text import stable_hash
 
 log = logging.getLogger("sglang.scheduler")
+DRIFT_SIGMA = 0.02  # standard deviation of the machine's speed deviation
+DRIFT_TIME_S = 20.0  # its correlation time, simulated seconds
 
 
 class VirtualClock:
@@ -102,6 +104,8 @@ class Engine:
         self.running: list[SimRequest] = []
         self.counters = Counters()
         self._wake = asyncio.Event()
+        self._noise = random.Random(seed)
+        self._drift = 0.0  # slowly varying speed deviation of the machine (clocks, PCIe, load)
         self._t = 0.0  # engine time on the virtual clock
         self._iterations = 0
         self._interval_tokens = 0
@@ -207,7 +211,8 @@ class Engine:
     async def _decode(self) -> None:
         batch = len(self.running)
         context = sum(r.prompt_tokens + r.generated for r in self.running) // batch
-        await self._advance(self.model.decode_step_s(batch, context))
+        step = self.model.decode_step_s(batch, context)
+        await self._advance(step * (1.0 + self._wander(step)))
         self._iterations += 1
         for r in list(self.running):
             n = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
@@ -221,6 +226,15 @@ class Engine:
         self.running = [r for r in self.running if r.generated < r.limit]
         if self._iterations % self.log_interval == 0:
             self._log_decode(batch)
+
+    def _wander(self, dt: float) -> float:
+        """Ornstein-Uhlenbeck deviation: ~2% spread, ~20 s memory, so runs differ like a real
+        box's do (the seeds saw +-10% on single runs of a few requests) while runs average out."""
+        decay = math.exp(-dt / DRIFT_TIME_S)
+        self._drift = self._drift * decay + DRIFT_SIGMA * math.sqrt(1 - decay * decay) * (
+            self._noise.gauss(0.0, 1.0)
+        )
+        return self._drift
 
     def _emit(self, request: SimRequest, n: int) -> None:
         start = request.generated
