@@ -146,7 +146,12 @@ class Benchmark:
                     summary = summarize_run(run, concurrency, records, window_s, accept_len, source)
                     self.run_summaries.append(summary)
                     self.on_run(summary)
-                    if self.early_stop and self.early_stop.should_stop(self.run_summaries):
+                    more_to_come = run < self.spec.runs or concurrency != self.spec.concurrency[-1]
+                    if (
+                        more_to_come
+                        and self.early_stop
+                        and self.early_stop.should_stop(self.run_summaries)
+                    ):
                         self.stopped_early = True
                         return self._result()
         return self._result()

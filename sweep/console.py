@@ -105,11 +105,11 @@ def summary_table(
         " — SIMULATED, not a hardware measurement" if simulated else ""
     )
     table = Table(title=title, title_justify="left")
-    columns = ("trial", "steps/topk/draft", "mem", "hicache", "outcome", "tok/s ± 95% CI",
+    columns = ("trial", "steps/topk/draft", "mem", "hicache", "outcome", "tok/s ±95%",
                "accept", "vs base", "note")  # fmt: skip
     for column in columns:
         left = column in ("trial", "outcome", "note")
-        table.add_column(column, justify="left" if left else "right", no_wrap=column != "note")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True)
     base = baseline.metrics.get("tok_s") if baseline else None
 
     def order(r: TrialResult) -> float:
@@ -127,7 +127,7 @@ def summary_table(
         elif r.outcome is Outcome.PRUNED:
             note = f"{len(r.runs)} runs"
         cells = [
-            r.name,
+            "baseline" if r.role == "baseline" else r.name,
             "/".join(str(p.get(k, "?")) for k in keys) if spec else "off",
             f"{p.get('mem_fraction_static')}",
             str(p.get("hicache_size", 0)),
