@@ -224,8 +224,15 @@ def main() -> None:
             }
         )
     table = Table(title=f"Search efficiency on the simulator's model ({args.seeds} seeds each)")
-    for column in ("profile", "optimum tok/s", "strategy", "median starts", "median GPU-h",
-                   "vs grid (starts / GPU-h)", "reached"):  # fmt: skip
+    for column in (
+        "profile",
+        "optimum tok/s",
+        "strategy",
+        "median starts",
+        "median GPU-h",
+        "vs grid (starts / GPU-h)",
+        "reached",
+    ):
         table.add_column(column, justify="left" if column in ("profile", "strategy") else "right")
     for prof in report["profiles"]:
         grid = next(s for s in prof["strategies"] if s["name"] == "grid")
@@ -236,13 +243,16 @@ def main() -> None:
                 return f"{a / b:.2f}" if a is not None and b else "-"
 
             table.add_row(
-                prof["profile"], f"{prof['optimum_tok_s']:.1f}", s["name"],
+                prof["profile"],
+                f"{prof['optimum_tok_s']:.1f}",
+                s["name"],
                 "-" if s["median_trials_to_2pct"] is None else f"{s['median_trials_to_2pct']:.0f}",
-                "-" if s["median_gpu_hours_to_2pct"] is None
+                "-"
+                if s["median_gpu_hours_to_2pct"] is None
                 else f"{s['median_gpu_hours_to_2pct']:.1f}",
                 f"{ratio('median_trials_to_2pct')} / {ratio('median_gpu_hours_to_2pct')}",
                 f"{s['reached']}/{s['runs']}",
-            )  # fmt: skip
+            )
     Console(width=max(Console().width, 120)).print(table)
     report["wall_s"] = round(time.monotonic() - started, 1)
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -104,6 +104,7 @@ class TrialResult:
     number: int | None = None  # Optuna trial number, when the trial came from a study
     oom_kind: str | None = None  # "gpu" (too high), "kv_pool" (too low) or "host" (HiCache)
     related: str | None = None  # the trial a duplicate / predicted_oom result was taken from
+    warnings: list[str] = field(default_factory=list)  # e.g. "drafter_bypassed"
     schema_version: int = SCHEMA_VERSION
 
     @property

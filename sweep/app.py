@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
 from harness.results import Outcome, TrialResult
-from sweep.config import build_trial_spec
+from sweep.config import build_trial_spec, check_drafter
 from sweep.console import ConsoleReporter, console
 from sweep.schema import register
 from sweep.trial import run_trial
@@ -29,6 +29,7 @@ def run_job(cfg: DictConfig) -> TrialResult:
     reporter = ConsoleReporter(simulated=cfg.engine.name == "sim")
     try:
         spec = build_trial_spec(cfg)
+        check_drafter(cfg, spec)
     except ConfigError as exc:
         result = TrialResult(
             name=cfg.trial.name,

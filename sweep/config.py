@@ -167,6 +167,21 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
     )
 
 
+def check_drafter(cfg: DictConfig, spec: TrialSpec) -> None:
+    """Raise ConfigError when the trial's drafter would fail (see sweep.drafter_gate)."""
+    from sweep.drafter_gate import drafter_problems
+
+    problems = drafter_problems(
+        spec.server.speculative_draft_model_path,
+        spec.server.model_path,
+        spec.server.speculative_algorithm or "EAGLE3",
+        cfg.drafter.check,
+        Path(cfg.tracking.dir).resolve() / "drafter-checks",
+    )
+    if problems:
+        raise ConfigError(problems)
+
+
 def setup_key(cfg: DictConfig) -> str:
     """What a measurement depends on besides the searched values: a study reuses a baseline,
     and recognises a duplicate trial, only while this is unchanged."""

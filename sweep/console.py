@@ -96,6 +96,13 @@ class ConsoleReporter:
         if result.wall_s is not None:
             line += f"  [dim]({fmt_duration(result.wall_s)})[/dim]"
         console.print(line)
+        if "drafter_bypassed" in result.warnings:
+            console.print(
+                f"    [bold red]warning:[/] accept length {result.metrics.get('accept_len', 0):.2f}"
+                ": the drafter is bypassed (every draft rejected). Check drafter.algorithm "
+                "(EAGLE-3 drafters need EAGLE3) with: python -m drafter check --drafter PATH "
+                "--model PATH"
+            )
 
 
 def summary_table(
@@ -105,8 +112,17 @@ def summary_table(
         " — SIMULATED, not a hardware measurement" if simulated else ""
     )
     table = Table(title=title, title_justify="left")
-    columns = ("trial", "steps/topk/draft", "mem", "hicache", "outcome", "tok/s ±95%",
-               "accept", "vs base", "note")  # fmt: skip
+    columns = (
+        "trial",
+        "steps/topk/draft",
+        "mem",
+        "hicache",
+        "outcome",
+        "tok/s ±95%",
+        "accept",
+        "vs base",
+        "note",
+    )
     for column in columns:
         left = column in ("trial", "outcome", "note")
         table.add_column(column, justify="left" if left else "right", no_wrap=True)

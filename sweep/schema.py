@@ -43,6 +43,7 @@ class DrafterConfig:
     path: Optional[str] = None  # None: no speculation (the baseline)
     algorithm: str = "EAGLE3"
     sim_profile: Optional[str] = None  # the simulator's acceptance profile for this drafter
+    check: str = "static"  # before launch: static (config + headers), deep (+ CPU forward), off
 
 
 @dataclass

@@ -30,8 +30,11 @@ from sweep.sweeper import SpecsweepSweeperImpl, baseline_overrides
 from sweep.tracking import Tracker, resolve_sqlite_uri
 
 log = logging.getLogger(__name__)
-_FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
-             optuna.trial.TrialState.PRUNED)  # fmt: skip
+_FINISHED = (
+    optuna.trial.TrialState.COMPLETE,
+    optuna.trial.TrialState.FAIL,
+    optuna.trial.TrialState.PRUNED,
+)
 MAX_CONSECUTIVE_ERRORS = 3
 
 
@@ -193,8 +196,9 @@ class StudyRun:
 
     def _run_baseline(self, name: str) -> TrialResult:
         result = self.sweeper.launch(baseline_overrides(self.arguments, name))
-        self.tracker.log_trial(result, parent_run_id=self.parent,
-                               study=self.cfg.search.study_name, baseline_tok_s=None)  # fmt: skip
+        self.tracker.log_trial(
+            result, parent_run_id=self.parent, study=self.cfg.search.study_name, baseline_tok_s=None
+        )
         self.reporter.trial_done(result, None)
         return result
 
@@ -240,17 +244,27 @@ class StudyRun:
             else:
                 result = self._known_result(name, job_cfg, spec.params, verdict.action, source)
         except ConfigError as exc:
-            result = TrialResult(name=name, role="trial", outcome=Outcome.INVALID,
-                                 engine=self.cfg.engine.name, simulated=self.simulated,
-                                 clock_scale=1.0, params=dict(values), error=str(exc))  # fmt: skip
+            result = TrialResult(
+                name=name,
+                role="trial",
+                outcome=Outcome.INVALID,
+                engine=self.cfg.engine.name,
+                simulated=self.simulated,
+                clock_scale=1.0,
+                params=dict(values),
+                error=str(exc),
+            )
         except BaseException:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             raise
         result.number = trial.number
         self.results.append(result)
-        run_id = self.tracker.log_trial(result, parent_run_id=self.parent,
-                                        study=self.cfg.search.study_name,
-                                        baseline_tok_s=self.baseline_tok_s)  # fmt: skip
+        run_id = self.tracker.log_trial(
+            result,
+            parent_run_id=self.parent,
+            study=self.cfg.search.study_name,
+            baseline_tok_s=self.baseline_tok_s,
+        )
         trial.set_user_attr("folder", result.folder)
         trial.set_user_attr("mlflow_run_id", run_id)
         trial.set_user_attr("effective", result.effective)
@@ -268,8 +282,11 @@ class StudyRun:
         if level is None:
             levels = list(self.cfg.benchmark.concurrency)
             level = 1 if 1 in levels else levels[0]
-        return [f"trial.prune_below={below:.4f}", f"trial.prune_metric={metric}",
-                f"trial.prune_concurrency={level}"]  # fmt: skip
+        return [
+            f"trial.prune_below={below:.4f}",
+            f"trial.prune_metric={metric}",
+            f"trial.prune_concurrency={level}",
+        ]
 
     def _known_result(
         self, name: str, job_cfg: DictConfig, params: dict[str, Any], action: str, source
@@ -297,13 +314,20 @@ class StudyRun:
                 f"({source.user_attrs.get('oom_kind')} OOM): not launched"
             )
         result = TrialResult(
-            name=name, role="trial", outcome=outcome, engine=self.cfg.engine.name,
-            simulated=self.simulated, clock_scale=earlier.clock_scale if earlier else 1.0,
-            params=dict(params), effective=dict(earlier.effective) if earlier else {},
+            name=name,
+            role="trial",
+            outcome=outcome,
+            engine=self.cfg.engine.name,
+            simulated=self.simulated,
+            clock_scale=earlier.clock_scale if earlier else 1.0,
+            params=dict(params),
+            effective=dict(earlier.effective) if earlier else {},
             metrics=dict(earlier.metrics) if earlier and outcome is Outcome.DUPLICATE else {},
-            folder=str(folder), error=error, related=source_name,
+            folder=str(folder),
+            error=error,
+            related=source_name,
             oom_kind=source.user_attrs.get("oom_kind"),
-        )  # fmt: skip
+        )
         result.write(folder)
         return result
 
@@ -324,21 +348,33 @@ class StudyRun:
             console.print(line)
         metrics.update(
             n_trials=float(len(self.results)),
-            n_launched=float(sum(r.outcome not in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM,
-                                                   Outcome.INVALID) for r in self.results)),
+            n_launched=float(
+                sum(
+                    r.outcome not in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.INVALID)
+                    for r in self.results
+                )
+            ),
             n_oom=float(sum(r.outcome is Outcome.OOM for r in self.results)),
-        )  # fmt: skip
+        )
         summary = self.study_dir / f"summary-{datetime.now():%Y%m%d-%H%M%S}.json"
         summary.parent.mkdir(parents=True, exist_ok=True)
-        summary.write_text(json.dumps({
-            "status": status,
-            "simulated": self.simulated,
-            "objective": self.objective.name,
-            "baseline": self.baseline.to_dict() if self.baseline else None,
-            "baseline_recheck": self.baseline_check.to_dict() if self.baseline_check else None,
-            "metrics": metrics,
-            "trials": [r.to_dict() for r in self.results],
-        }, indent=2, default=str))  # fmt: skip
+        summary.write_text(
+            json.dumps(
+                {
+                    "status": status,
+                    "simulated": self.simulated,
+                    "objective": self.objective.name,
+                    "baseline": self.baseline.to_dict() if self.baseline else None,
+                    "baseline_recheck": self.baseline_check.to_dict()
+                    if self.baseline_check
+                    else None,
+                    "metrics": metrics,
+                    "trials": [r.to_dict() for r in self.results],
+                },
+                indent=2,
+                default=str,
+            )
+        )
         self.tracker.end_sweep(self.parent, metrics, [summary], status)
         mlflow_db = resolve_sqlite_uri(self.cfg.tracking.mlflow_uri)
         # soft_wrap: paths and commands stay on one line, ready to copy.

@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 
 from harness.errors import ConfigError, PortInUse, SpecsweepError
 from harness.results import Outcome, TrialResult
-from sweep.config import build_trial_spec, setup_key
+from sweep.config import build_trial_spec, check_drafter, setup_key
 from sweep.console import console
 from sweep.search import Objective
 from sweep.space import SearchSpace
@@ -101,7 +101,8 @@ class SpecsweepSweeperImpl(Sweeper):
             )
         space = SearchSpace.from_config(search.space)
         # Compose and freeze a trial and the baseline now: a typo costs a second, not a load.
-        build_trial_spec(self.compose(arguments))
+        trial_cfg = self.compose(arguments)
+        check_drafter(trial_cfg, build_trial_spec(trial_cfg))
         baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check"))
         build_trial_spec(baseline_cfg)
         return {"space": space, "objective": objective, "setup_key": setup_key(baseline_cfg)}

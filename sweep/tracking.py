@@ -113,6 +113,8 @@ class Tracker:
             tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         if result.error:
             tags["specsweep.error"] = result.error[:4000]
+        if result.warnings:
+            tags["specsweep.warning"] = ",".join(result.warnings)
         run = self.client.create_run(self.experiment_id, run_name=result.name, tags=tags)
         run_id = run.info.run_id
         params = dict(result.params)

@@ -21,6 +21,7 @@ from harness.server import Server
 from sweep.config import SEARCHED, TrialSpec
 
 log = logging.getLogger(__name__)
+BYPASSED_ACCEPT_LEN = 1.05  # at or below, the drafter contributes (almost) nothing
 
 # What /server_info reports that we record as effective.<name> (both SGLang versions' names).
 EFFECTIVE_KEYS = (
@@ -117,6 +118,10 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 errors = [r.error for r in measured.records if r.error]
                 result.outcome = Outcome.ERROR
                 result.error = "no request completed" + (f": {errors[0]}" if errors else "")
+        accept = result.metrics.get("accept_len")
+        if spec.server.speculative and accept is not None and accept <= BYPASSED_ACCEPT_LEN:
+            # Every draft rejected: the seeds' EAGLE-vs-EAGLE3 failure, or a broken drafter.
+            result.warnings.append("drafter_bypassed")
     except ServerOOM as exc:
         _fail(result, Outcome.OOM, exc)
     except ServerStartTimeout as exc:

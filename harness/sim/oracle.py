@@ -9,12 +9,22 @@ and to know the true rate the client should measure (client fidelity).
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from drafter.checkpoint import CheckpointError, DrafterCheckpoint
+from drafter.checks import footprint as drafter_footprint
 from harness.sim.cli import build_parser, resolve
 from harness.sim.perf_model import Deployment, PerfModel, Speculation
-from harness.sim.profiles import DRAFTERS, EAGLE3_37K_TTT5, HARDWARE, TARGETS
+from harness.sim.profiles import (
+    DRAFTERS,
+    EAGLE3_37K_TTT5,
+    HARDWARE,
+    MIB,
+    TARGETS,
+    DrafterProfile,
+)
 
 PROMPT_TOKENS = 60  # typical of the bundled reasoning prompts
 
@@ -29,17 +39,35 @@ class Evaluation:
     max_total_num_tokens: int
 
 
+def with_checkpoint_footprint(profile: DrafterProfile, path: str | None, tp: int) -> DrafterProfile:
+    """Memory from the drafter checkpoint itself when it is on this machine (weights + KV/token)."""
+    if not path or not Path(path).is_dir():
+        return profile
+    try:
+        footprint = drafter_footprint(DrafterCheckpoint.open(Path(path)))
+    except CheckpointError:
+        return profile  # the server's own start-up reports what is wrong with it
+    return replace(
+        profile,
+        weights_mib_per_gpu=footprint.weights_bytes / tp / MIB,
+        kv_bytes_per_token=footprint.kv_bytes_per_token // tp,
+    )
+
+
 def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -> PerfModel:
     """The PerfModel for resolved SGLang `args` and the simulator's own flags in `ns`."""
     hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
     speculation = None
     if args["speculative_algorithm"]:
+        drafter = DRAFTERS[ns.sim_drafter] if ns.sim_drafter else EAGLE3_37K_TTT5
         speculation = Speculation(
             algorithm=args["speculative_algorithm"],
             steps=args["speculative_num_steps"],
             topk=args["speculative_eagle_topk"],
             draft_tokens=args["speculative_num_draft_tokens"],
-            drafter=DRAFTERS[ns.sim_drafter] if ns.sim_drafter else EAGLE3_37K_TTT5,
+            drafter=with_checkpoint_footprint(
+                drafter, args["speculative_draft_model_path"], args["tp_size"]
+            ),
         )
     deployment = Deployment(
         tp=args["tp_size"],

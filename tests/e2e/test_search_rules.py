@@ -56,8 +56,11 @@ def test_known_configurations_are_never_launched_again(tmp_path):
     study = optuna.load_study(
         study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
     )
-    keys = [t.user_attrs["candidate_key"] for t in study.trials
-            if launched(study_dir / f"trial_{t.number:04d}")]  # fmt: skip
+    keys = [
+        t.user_attrs["candidate_key"]
+        for t in study.trials
+        if launched(study_dir / f"trial_{t.number:04d}")
+    ]
     assert len(keys) == len(set(keys)) == 2
     dup = next(t for t in study.trials[3:] if t.user_attrs["outcome"] == "duplicate")
     source = study.trials[int(dup.user_attrs["related"].split("_")[1])]
@@ -67,9 +70,18 @@ def test_known_configurations_are_never_launched_again(tmp_path):
 
 def test_a_sweep_killed_with_sigkill_resumes_cleanly(tmp_path):
     port = free_port()
-    argv = [sys.executable, "sweep.py", "-m", f"tracking.dir={tmp_path}", f"server.port={port}",
-            *SMALL, "engine.clock_scale=50", "search.n_trials=3", "search.remeasure_baseline=false",
-            "search.enqueue=[{speculative_num_steps:2,speculative_eagle_topk:1,mem_fraction_static:0.85,hicache_size:0}]"]  # fmt: skip  # noqa: E501
+    argv = [
+        sys.executable,
+        "sweep.py",
+        "-m",
+        f"tracking.dir={tmp_path}",
+        f"server.port={port}",
+        *SMALL,
+        "engine.clock_scale=50",
+        "search.n_trials=3",
+        "search.remeasure_baseline=false",
+        "search.enqueue=[{speculative_num_steps:2,speculative_eagle_topk:1,mem_fraction_static:0.85,hicache_size:0}]",
+    ]
     first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     second_trial = tmp_path / "kimi-k25-eagle3" / "trial_0001" / "server.log"
     deadline = time.monotonic() + 120
@@ -81,8 +93,13 @@ def test_a_sweep_killed_with_sigkill_resumes_cleanly(tmp_path):
     time.sleep(0.5)
     assert processes_mentioning(f"--port {port} "), "the killed sweep's server should be orphaned"
 
-    proc = sweep(tmp_path, port, "engine.clock_scale=50", "search.n_trials=2",
-                 "search.remeasure_baseline=false")  # fmt: skip
+    proc = sweep(
+        tmp_path,
+        port,
+        "engine.clock_scale=50",
+        "search.n_trials=2",
+        "search.remeasure_baseline=false",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "left 1 trial(s) running (#1): marked failed" in proc.stdout
     assert "left behind by an earlier run" in proc.stderr  # the orphaned server was stopped
@@ -95,8 +112,12 @@ def test_a_sweep_killed_with_sigkill_resumes_cleanly(tmp_path):
     assert states[1] is optuna.trial.TrialState.FAIL
     # The measured trial 0 is not measured again: a re-proposal of it would be a duplicate.
     first_key = study.trials[0].user_attrs["candidate_key"]
-    relaunched = [t for t in study.trials[2:] if t.user_attrs.get("candidate_key") == first_key
-                  and t.user_attrs.get("outcome") != "duplicate"]  # fmt: skip
+    relaunched = [
+        t
+        for t in study.trials[2:]
+        if t.user_attrs.get("candidate_key") == first_key
+        and t.user_attrs.get("outcome") != "duplicate"
+    ]
     assert relaunched == []
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     experiment = client.get_experiment_by_name("kimi-k25-eagle3")
@@ -106,9 +127,15 @@ def test_a_sweep_killed_with_sigkill_resumes_cleanly(tmp_path):
 
 
 def test_multi_objective_study_shows_its_pareto_front(tmp_path):
-    proc = sweep(tmp_path, free_port(), "search.objective=tok_s+throughput",
-                 "search.throughput_concurrency=4", "benchmark.concurrency=[1,4]",
-                 "search.n_trials=2", "search.remeasure_baseline=false")  # fmt: skip
+    proc = sweep(
+        tmp_path,
+        free_port(),
+        "search.objective=tok_s+throughput",
+        "search.throughput_concurrency=4",
+        "benchmark.concurrency=[1,4]",
+        "search.n_trials=2",
+        "search.remeasure_baseline=false",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Pareto front" in proc.stdout and "throughput tok/s @ 4" in proc.stdout
     study = optuna.load_study(

@@ -32,8 +32,18 @@ def cand(**kw) -> Candidate:
 
 def result(outcome=Outcome.OK, tok_s=90.0, ci=1.0, oom_kind=None, runs=()) -> TrialResult:
     metrics = {"tok_s": tok_s, "tok_s_ci95": ci} if outcome in (Outcome.OK, Outcome.PRUNED) else {}
-    r = TrialResult("t", "trial", outcome, "sim", True, 1.0, {}, metrics=metrics,
-                    oom_kind=oom_kind, runs=list(runs))  # fmt: skip
+    r = TrialResult(
+        "t",
+        "trial",
+        outcome,
+        "sim",
+        True,
+        1.0,
+        {},
+        metrics=metrics,
+        oom_kind=oom_kind,
+        runs=list(runs),
+    )
     return r
 
 

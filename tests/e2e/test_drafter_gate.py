@@ -1,0 +1,48 @@
+"""A broken drafter costs seconds: refused before any server starts; a bypassed one is flagged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import free_port
+from tests.drafter_factory import HIDDEN, make_drafter
+from tests.e2e.test_sweep_cli import sweep
+
+pytestmark = pytest.mark.e2e
+
+
+def test_sweep_with_a_mismatched_drafter_starts_nothing(tmp_path):
+    bad = make_drafter(tmp_path / "drafter", fc_width=HIDDEN)
+    proc = sweep(tmp_path / "results", free_port(), f"drafter.path={bad}")
+    assert proc.returncode == 2
+    assert "drafter check failed" in proc.stdout and "input width 64" in proc.stdout
+    assert not (tmp_path / "results" / "mlflow.db").exists()
+
+
+def test_single_trial_with_eagle_flag_on_an_eagle3_drafter_is_invalid_not_launched(tmp_path):
+    good = make_drafter(tmp_path / "drafter")
+    proc = sweep(
+        tmp_path / "results",
+        free_port(),
+        f"drafter.path={good}",
+        "drafter.algorithm=EAGLE",
+        multirun=False,
+    )
+    folder = tmp_path / "results" / "kimi-k25-eagle3" / "single"
+    result = json.loads((folder / "result.json").read_text())
+    assert result["outcome"] == "invalid" and "expected EAGLE3" in result["error"]
+    assert not (folder / "server.log").exists(), proc.stdout
+
+
+def test_bypassed_drafter_is_flagged_at_run_time(tmp_path):
+    # A drafter path the harness cannot inspect: only the measurement can tell.
+    proc = sweep(tmp_path, free_port(), "drafter.algorithm=EAGLE", multirun=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the drafter is bypassed" in proc.stdout
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("kimi-k25-eagle3").experiment_id])
+    assert runs[0].data.tags["specsweep.warning"] == "drafter_bypassed"
+    assert runs[0].data.metrics["accept_len"] <= 1.05
