@@ -6,6 +6,7 @@ the few that differ between SGLang versions are listed in `_RENAMED` and `_SPECI
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from collections.abc import Mapping
@@ -86,3 +87,26 @@ def build_server_command(spec: ServerSpec, engine: EngineSpec) -> ServerCommand:
         host=spec.host,
         port=spec.port,
     )
+
+
+_SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+_SECRET_FLAGS = ("--api-key", "--admin-api-key")
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def redacted_env(env: Mapping[str, str]) -> dict[str, str | None]:
+    """Secret values become None: exported scripts reference them from the environment."""
+    return {k: (None if is_secret_name(k) else v) for k, v in env.items()}
+
+
+def redacted_argv(argv: tuple[str, ...] | list[str]) -> list[str | None]:
+    """The value after --api-key (and similar) becomes None."""
+    out: list[str | None] = []
+    hide = False
+    for part in argv:
+        out.append(None if hide else part)
+        hide = part in _SECRET_FLAGS
+    return out

@@ -25,6 +25,29 @@ SEARCHED = (
     "mem_fraction_static",
     "hicache_size",
 )
+# Every trial's MLflow params carry exactly these keys (plus effective.<EFFECTIVE_KEYS>), so the
+# compare view lines trials up whatever their outcome.
+PARAM_KEYS = (
+    *SEARCHED,
+    "drafter",
+    "speculative_algorithm",
+    "cuda_graph",
+    "tp_size",
+    "model",
+    "hardware",
+    "max_tokens",
+)
+# What /server_info reports that is recorded as effective.<name> (both SGLang versions' names).
+EFFECTIVE_KEYS = (
+    *SEARCHED,
+    "speculative_algorithm",
+    "max_running_requests",
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs",
+    "disable_overlap_schedule",
+    "max_total_num_tokens",
+    "tp_size",
+)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from harness.results import Outcome, TrialResult
 from harness.server import pid_alive
+from sweep.config import EFFECTIVE_KEYS, PARAM_KEYS
 
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND = "mlflow.experimentKind"
@@ -117,8 +118,9 @@ class Tracker:
             tags["specsweep.warning"] = ",".join(result.warnings)
         run = self.client.create_run(self.experiment_id, run_name=result.name, tags=tags)
         run_id = run.info.run_id
-        params = dict(result.params)
-        params.update({f"effective.{k}": v for k, v in result.effective.items()})
+        # The same keys for every trial, whatever its outcome ("None": not known for this one).
+        params = {key: result.params.get(key) for key in PARAM_KEYS}
+        params.update({f"effective.{k}": result.effective.get(k) for k in EFFECTIVE_KEYS})
         metrics = dict(result.metrics)
         tok_s = metrics.get("tok_s")
         if tok_s is not None and baseline_tok_s:

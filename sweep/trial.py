@@ -18,22 +18,10 @@ from harness.command import build_server_command
 from harness.errors import ServerCrashed, ServerOOM, ServerStartTimeout
 from harness.results import Outcome, RunSummary, TrialResult, write_requests
 from harness.server import Server
-from sweep.config import SEARCHED, TrialSpec
+from sweep.config import EFFECTIVE_KEYS, TrialSpec
 
 log = logging.getLogger(__name__)
 BYPASSED_ACCEPT_LEN = 1.05  # at or below, the drafter contributes (almost) nothing
-
-# What /server_info reports that we record as effective.<name> (both SGLang versions' names).
-EFFECTIVE_KEYS = (
-    *SEARCHED,
-    "speculative_algorithm",
-    "max_running_requests",
-    "cuda_graph_max_bs_decode",
-    "cuda_graph_max_bs",
-    "disable_overlap_schedule",
-    "max_total_num_tokens",
-    "tp_size",
-)
 
 
 class Reporter(Protocol):

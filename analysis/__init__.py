@@ -1,0 +1,2 @@
+"""Tracked results -> pandas -> figures and a report. Reads MLflow and `harness.results` only;
+never launches a server."""

@@ -1,0 +1,258 @@
+"""Figures from the frame of `analysis.load.load_runs`. Each returns a matplotlib Figure whose
+title names the study and the engine (and says SIMULATED when it was)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis.load import NUMERIC, baseline, concurrency_levels, measured, trials
+
+TOK_S = "single-stream decode speed (tok/s)"
+FAIL_STYLE = {
+    "oom": ("x", "tab:red", "oom"),
+    "predicted_oom": ("v", "tab:purple", "predicted oom (not launched)"),
+    "crash": ("X", "black", "crash"),
+    "timeout": ("d", "tab:orange", "timeout"),
+}
+LABELS = {
+    "speculative_num_steps": "speculative_num_steps",
+    "speculative_eagle_topk": "speculative_eagle_topk",
+    "speculative_num_draft_tokens": "speculative_num_draft_tokens",
+    "mem_fraction_static": "mem_fraction_static (share of GPU memory)",
+    "hicache_size": "hicache_size (GB host RAM per rank)",
+}
+
+
+def title(df: pd.DataFrame, what: str) -> str:
+    study = df["study"].dropna().iloc[0] if "study" in df and df["study"].notna().any() else "?"
+    engine = df["engine"].dropna().iloc[0] if df["engine"].notna().any() else "?"
+    simulated = bool(df["simulated"].any())
+    return f"{what} — {study} (engine {engine}{', SIMULATED' if simulated else ''})"
+
+
+def _baseline_band(ax, df: pd.DataFrame, horizontal: bool = True) -> float | None:
+    base = baseline(df)
+    if base is None:
+        return None
+    value, ci = base["tok_s"], base.get("tok_s_ci95", np.nan)
+    if horizontal:
+        ax.axhline(value, color="tab:gray", linestyle="--", label=f"baseline {value:.1f} tok/s")
+        if not np.isnan(ci):
+            ax.axhspan(
+                value - ci, value + ci, color="tab:gray", alpha=0.15, label="baseline 95% CI"
+            )
+    return value
+
+
+def speed_vs_baseline(df: pd.DataFrame, top: int = 10) -> Figure:
+    best = measured(df)
+    best = best[best["outcome"] == "ok"].head(top)
+    fig, ax = plt.subplots(figsize=(11, 5.5))
+    base = _baseline_band(ax, df)
+    x = np.arange(len(best))
+    bars = ax.bar(
+        x,
+        best["tok_s"],
+        yerr=best.get("tok_s_ci95"),
+        capsize=4,
+        color="tab:blue",
+        label="trial (95% CI)",
+    )
+    if base:
+        for bar, value in zip(bars, best["tok_s"], strict=True):
+            ax.annotate(
+                f"{value / base:.2f}×",
+                (bar.get_x() + bar.get_width() / 2, value),
+                xytext=(0, 6),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
+    ax.set_xticks(
+        x,
+        [f"{n}\n{c}" for n, c in zip(best["name"], best["config"], strict=True)],
+        rotation=30,
+        ha="right",
+        fontsize=7,
+    )
+    ax.set_xlabel("configuration (steps/topk/draft tokens)")
+    ax.set_ylabel(TOK_S)
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="lower right")
+    ax.set_title(title(df, f"Top {len(best)} configurations vs the baseline"))
+    fig.tight_layout()
+    return fig
+
+
+def accept_vs_speed(df: pd.DataFrame) -> Figure:
+    rows = measured(df)
+    rows = rows[rows["accept_len"].notna()] if "accept_len" in rows else rows.iloc[0:0]
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    markers = {1: "o", 2: "s", 4: "^"}
+    scatter = None
+    for topk, group in rows.groupby("speculative_eagle_topk"):
+        scatter = ax.scatter(
+            group["accept_len"],
+            group["tok_s"],
+            c=group["speculative_num_draft_tokens"],
+            cmap="viridis",
+            vmin=rows["speculative_num_draft_tokens"].min(),
+            vmax=rows["speculative_num_draft_tokens"].max(),
+            marker=markers.get(int(topk), "D"),
+            s=60,
+            edgecolor="black",
+            label=f"topk {int(topk)}",
+        )
+    if scatter is not None:
+        fig.colorbar(scatter, ax=ax, label="speculative_num_draft_tokens")
+    _baseline_band(ax, df)
+    ax.set_xlabel("accept length (tokens per verify step)")
+    ax.set_ylabel(TOK_S)
+    ax.legend(loc="best")
+    ax.set_title(title(df, "Accept length vs speed"))
+    fig.tight_layout()
+    return fig
+
+
+def parameter_effects(df: pd.DataFrame) -> Figure:
+    rows = trials(df)
+    fig, grid = plt.subplots(2, 3, figsize=(13, 8), sharey=True)
+    axes, legend_ax = list(grid.flat[: len(NUMERIC)]), grid.flat[-1]
+    ok = measured(df)
+    floor = (ok["tok_s"].min() if not ok.empty else 1.0) * 0.9
+    rng = np.random.default_rng(0)
+    for ax, name in zip(axes, NUMERIC, strict=True):
+        jitter = rng.uniform(-0.15, 0.15, len(ok)) * (0.01 if name == "mem_fraction_static" else 1)
+        ax.scatter(ok[name] + jitter, ok["tok_s"], s=30, color="tab:blue", label="measured")
+        for outcome, (marker, color, label) in FAIL_STYLE.items():
+            failed = rows[rows["outcome"] == outcome]
+            if not failed.empty:
+                ax.scatter(
+                    failed[name],
+                    np.full(len(failed), floor),
+                    marker=marker,
+                    color=color,
+                    s=50,
+                    label=label,
+                )
+        _baseline_band(ax, df)
+        ax.set_xlabel(LABELS[name], fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(TOK_S)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    legend_ax.axis("off")
+    legend_ax.legend(handles, labels, loc="center", fontsize=9)
+    fig.suptitle(title(df, "Effect of each parameter (failures at the bottom)"))
+    fig.tight_layout()
+    return fig
+
+
+def oom_map(df: pd.DataFrame) -> Figure:
+    rows = trials(df)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    rng = np.random.default_rng(1)
+    styles = {
+        "ok": ("o", "tab:green", "ok"),
+        "pruned": ("o", "tab:olive", "ok (stopped early)"),
+        **FAIL_STYLE,
+    }
+    for outcome, (marker, color, label) in styles.items():
+        group = rows[rows["outcome"] == outcome]
+        if group.empty:
+            continue
+        ax.scatter(
+            group["mem_fraction_static"] + rng.uniform(-0.002, 0.002, len(group)),
+            group["hicache_size"] + rng.uniform(-1.5, 1.5, len(group)),
+            marker=marker,
+            color=color,
+            s=60,
+            label=label,
+        )
+    ax.set_xlabel(LABELS["mem_fraction_static"])
+    ax.set_ylabel(LABELS["hicache_size"])
+    ax.legend(loc="best")
+    ax.grid(alpha=0.3)
+    ax.set_title(title(df, "Where memory runs out"))
+    fig.tight_layout()
+    return fig
+
+
+def throughput_vs_concurrency(df: pd.DataFrame, top: int = 3) -> Figure:
+    levels = concurrency_levels(df)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    rows = [baseline(df)] + [r for _, r in measured(df).head(top).iterrows()]
+    for row in rows:
+        if row is None:
+            continue
+        values = [row.get(f"output_tok_s_c{c}", np.nan) for c in levels]
+        style = "--" if row["role"] == "baseline" else "-"
+        ax.plot(
+            levels,
+            values,
+            style,
+            marker="o",
+            label=row["config"] if row["role"] == "baseline" else f"{row['name']} {row['config']}",
+        )
+    ax.set_xscale("log")
+    ax.set_xticks(levels, [str(c) for c in levels])
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_ylabel("aggregate output throughput (tok/s)")
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(alpha=0.3)
+    note = "" if len(levels) > 1 else " — one level measured: set benchmark.concurrency=[1,8,64]"
+    ax.set_title(title(df, "Throughput vs concurrency" + note), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def history(df: pd.DataFrame) -> Figure:
+    rows = trials(df).reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(9, 5))
+    order = np.arange(1, len(rows) + 1)
+    values = rows["tok_s"].where(rows["outcome"].isin(["ok", "duplicate"]))
+    ax.scatter(order, values, color="tab:blue", s=30, label="trial")
+    best = values.fillna(-np.inf).cummax().replace(-np.inf, np.nan)
+    ax.step(order, best, where="post", color="tab:green", label="best so far")
+    floor = (values.min() if values.notna().any() else 1.0) * 0.9
+    for outcome, (marker, color, label) in FAIL_STYLE.items():
+        mask = rows["outcome"] == outcome
+        if mask.any():
+            ax.scatter(
+                order[mask], np.full(mask.sum(), floor), marker=marker, color=color, label=label
+            )
+    pruned = rows["outcome"] == "pruned"
+    if pruned.any():
+        ax.scatter(
+            order[pruned],
+            rows["tok_s"][pruned],
+            marker="o",
+            facecolors="none",
+            edgecolors="tab:olive",
+            label="stopped early",
+        )
+    _baseline_band(ax, df)
+    ax.set_xlabel("trial (in the order measured)")
+    ax.set_ylabel(TOK_S)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.set_title(title(df, "Optimisation history"))
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {
+    "speed_vs_baseline": speed_vs_baseline,
+    "accept_vs_speed": accept_vs_speed,
+    "parameter_effects": parameter_effects,
+    "oom_map": oom_map,
+    "throughput_vs_concurrency": throughput_vs_concurrency,
+    "history": history,
+}

@@ -1,0 +1,79 @@
+"""A measured configuration as something to run in production: a launch script and a unit.
+
+Both carry the exact argv and environment of the trial's server (NCCL settings included).
+Secrets never appear: an environment variable or flag value that looks like one is replaced by a
+reference to an environment variable the operator sets (SGLANG_API_KEY for --api-key).
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import datetime
+
+from harness.command import ServerCommand, redacted_argv, redacted_env
+
+SECRET_FLAG_ENV = "SGLANG_API_KEY"
+CONTINUATION = " \\\n    "  # backslash, newline, indent
+
+
+def _argv_shell(command: ServerCommand) -> str:
+    """One flag (with its value) per line."""
+    secret = f'"${{{SECRET_FLAG_ENV}:?set {SECRET_FLAG_ENV}}}"'
+    lines: list[list[str]] = [[]]
+    for part in redacted_argv(command.argv):
+        if part is not None and part.startswith("--"):
+            lines.append([])
+        lines[-1].append(secret if part is None else shlex.quote(part))
+    return CONTINUATION.join(" ".join(line) for line in lines if line)
+
+
+def launch_script(command: ServerCommand, description: str) -> str:
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# {description}",
+        f"# Exported by specsweep on {datetime.now():%Y-%m-%d %H:%M}: the trial's exact command.",
+        "set -euo pipefail",
+    ]
+    for name, value in sorted(redacted_env(command.env).items()):
+        if value is None:
+            lines.append(f': "${{{name}:?set {name} in the environment (not exported: a secret)}}"')
+            lines.append(f"export {name}")
+        else:
+            lines.append(f"export {name}={shlex.quote(value)}")
+    lines.append(f"exec {_argv_shell(command)}")
+    return "\n".join(lines) + "\n"
+
+
+def systemd_unit(command: ServerCommand, description: str, env_file: str) -> str:
+    env = redacted_env(command.env)
+    argv = [
+        f"${{{SECRET_FLAG_ENV}}}" if part is None else part for part in redacted_argv(command.argv)
+    ]
+    lines = [
+        "[Unit]",
+        f"Description={description}",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        *(
+            f"Environment={shlex.quote(f'{k}={v}')}"
+            for k, v in sorted(env.items())
+            if v is not None
+        ),
+        f"# Secrets ({', '.join(sorted(k for k, v in env.items() if v is None)) or SECRET_FLAG_ENV}"
+        f" if used) go in {env_file}, readable by root only.",
+        f"EnvironmentFile=-{env_file}",
+        f"ExecStart={shlex.join(argv)}",
+        "Restart=on-failure",
+        "RestartSec=30",
+        # Stop the whole tree: SGLang's schedulers hold the GPUs.
+        "KillMode=control-group",
+        "TimeoutStopSec=120",
+        "LimitNOFILE=1048576",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return "\n".join(lines) + "\n"

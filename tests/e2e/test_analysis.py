@@ -1,0 +1,233 @@
+"""Analysis, report, notebooks, MLflow UI and reproduction on a real (small) simulator sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from analysis.load import load_runs
+from analysis.plots import FIGURES
+from analysis.report import write_report
+from tests.conftest import ROOT, free_port, processes_mentioning
+from tests.e2e.test_sweep_cli import sweep
+
+pytestmark = pytest.mark.e2e
+STUDY = "kimi-k25-eagle3"
+OOM_FIRST = (
+    "search.enqueue=[{speculative_num_steps:3,speculative_eagle_topk:1,mem_fraction_static:0.93,"
+    "hicache_size:0},{speculative_num_steps:2,speculative_eagle_topk:1,mem_fraction_static:0.85,"
+    "hicache_size:0}]"
+)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    results, port = tmp_path_factory.mktemp("results"), free_port()
+    proc = sweep(results, port, "search.n_trials=4", OOM_FIRST, "benchmark.concurrency=[1,2]")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return results, port, f"sqlite:///{results}/mlflow.db"
+
+
+def test_runs_load_into_one_row_per_trial(study):
+    _, _, uri = study
+    df = load_runs(STUDY, uri)
+    assert sorted(df["role"].unique()) == ["baseline", "trial"]
+    trials = df[df["role"] == "trial"]
+    assert len(trials) == 4
+    for column in (
+        "outcome",
+        "config",
+        "tok_s",
+        "tok_s_ci95",
+        "accept_len",
+        "speculative_num_steps",
+        "mem_fraction_static",
+        "output_tok_s_c2",
+        "speedup_vs_baseline",
+    ):
+        assert column in df.columns
+    assert "oom" in set(trials["outcome"]) and "ok" in set(trials["outcome"])
+    oom = trials[trials["outcome"] == "oom"].iloc[0]
+    assert oom["mem_fraction_static"] == 0.93 and oom["speculative_num_steps"] == 3
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_every_figure_is_labelled_and_names_study_and_engine(study, name, tmp_path):
+    _, _, uri = study
+    fig = FIGURES[name](load_runs(STUDY, uri))
+    axes = [ax for ax in fig.axes if ax.get_ylabel() and ax.get_xlabel()]
+    assert axes, "axis labels missing"
+    text = fig._suptitle.get_text() if fig._suptitle else fig.axes[0].get_title()
+    assert STUDY in text and "engine sim" in text and "SIMULATED" in text
+    assert any(ax.get_legend() for ax in fig.axes) or fig.legends
+    assert any(ax.has_data() for ax in fig.axes)
+    fig.savefig(tmp_path / f"{name}.png")
+    assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+
+
+def test_report_writes_figures_and_html(study):
+    results, _, uri = study
+    index = write_report(STUDY, uri, results / "reports" / STUDY)
+    page = index.read_text()
+    assert "<table" in page and "trial_0000" in page and "SIMULATED" in page
+    for name in FIGURES:
+        assert (index.parent / f"{name}.png").stat().st_size > 10_000
+        assert f'src="{name}.png"' in page
+
+
+@pytest.mark.parametrize("notebook", ["speed_vs_baseline", "parameter_effects"])
+def test_notebooks_execute_headless(study, notebook, tmp_path):
+    import papermill
+
+    results, _, _ = study
+    out = tmp_path / f"{notebook}.ipynb"
+    papermill.execute_notebook(
+        str(ROOT / "analysis" / "notebooks" / f"{notebook}.ipynb"),
+        str(out),
+        parameters={"experiment": STUDY, "results": str(results)},
+        cwd=str(ROOT),
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    cells = json.loads(out.read_text())["cells"]
+    images = [o for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) >= 2
+
+
+def test_mlflow_ui_serves_the_study_with_consistent_keys(study):
+    results, _, _ = study
+    port = free_port()
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    ui = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "ui",
+            "--backend-store-uri",
+            f"sqlite:///{results}/mlflow.db",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        api = f"{base}/api/2.0/mlflow"
+        experiment = httpx.get(
+            f"{api}/experiments/get-by-name", params={"experiment_name": STUDY}
+        ).json()
+        runs = httpx.post(
+            f"{api}/runs/search",
+            json={
+                "experiment_ids": [experiment["experiment"]["experiment_id"]],
+                "max_results": 100,
+            },
+        ).json()["runs"]
+        trials = [
+            r for r in runs if {"key": "specsweep.role", "value": "trial"} in r["data"]["tags"]
+        ]
+        assert len(trials) == 4
+        keys = [frozenset(p["key"] for p in r["data"]["params"]) for r in trials]
+        assert len(set(keys)) == 1, "every trial must carry the same parameter keys"
+        ok = [r for r in trials if {"key": "specsweep.outcome", "value": "ok"} in r["data"]["tags"]]
+        assert all(
+            {"tok_s", "tok_s_ci95", "accept_len"} <= {m["key"] for m in r["data"]["metrics"]}
+            for r in ok
+        )
+    finally:
+        os.killpg(ui.pid, signal.SIGTERM)
+        ui.wait(timeout=30)
+
+
+def test_reproduce_the_best_trial_and_launch_its_export(study):
+    results, port, _ = study
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep.reproduce",
+            "--experiment",
+            STUDY,
+            "--results",
+            str(results),
+            "--runs",
+            "3",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "within the recorded interval" in proc.stdout
+    folder = next((results / "reproduce").iterdir())
+    script = (folder / "launch_server.sh").read_text()
+    unit = next(folder.glob("*.service")).read_text()
+    assert "export NCCL_PROTO=LL" in script and "--speculative-algorithm EAGLE3" in script
+    assert "ExecStart=" in unit and "Environment=NCCL_PROTO=LL" in unit
+    dry = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep.reproduce",
+            "--experiment",
+            STUDY,
+            "--results",
+            str(results),
+            "--dry-run",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert dry.returncode == 0 and "#!/usr/bin/env bash" in dry.stdout
+    assert len(list((results / "reproduce").iterdir())) == 1  # dry run wrote nothing
+
+    server = subprocess.Popen(
+        ["bash", str(folder / "launch_server.sh")],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline, status = time.monotonic() + 60, None
+        while time.monotonic() < deadline and status != 200:
+            try:
+                status = httpx.get(
+                    f"http://127.0.0.1:{port}/health_generate", timeout=5
+                ).status_code
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert status == 200
+        info = httpx.get(f"http://127.0.0.1:{port}/server_info").json()
+        assert info["speculative_algorithm"] == "EAGLE3"
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    assert processes_mentioning(f"--port {port} ") == []
