@@ -207,8 +207,17 @@ def throughput_vs_concurrency(df: pd.DataFrame, top: int = 3) -> Figure:
     ax.set_ylabel("aggregate output throughput (tok/s)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
-    note = "" if len(levels) > 1 else " — one level measured: set benchmark.concurrency=[1,8,64]"
-    ax.set_title(title(df, "Throughput vs concurrency" + note), fontsize=10)
+    if len(levels) <= 1:
+        ax.text(
+            0.5,
+            0.04,
+            "one concurrency level measured: set benchmark.concurrency=[1,8,64]",
+            transform=ax.transAxes,
+            ha="center",
+            fontsize=9,
+            color="tab:gray",
+        )
+    ax.set_title(title(df, "Throughput vs concurrency"))
     fig.tight_layout()
     return fig
 
@@ -221,7 +230,8 @@ def history(df: pd.DataFrame) -> Figure:
     ax.scatter(order, values, color="tab:blue", s=30, label="trial")
     best = values.fillna(-np.inf).cummax().replace(-np.inf, np.nan)
     ax.step(order, best, where="post", color="tab:green", label="best so far")
-    floor = (values.min() if values.notna().any() else 1.0) * 0.9
+    plotted = rows["tok_s"].where(rows["outcome"].isin(["ok", "duplicate", "pruned"]))
+    floor = (plotted.min() if plotted.notna().any() else 1.0) * 0.95
     for outcome, (marker, color, label) in FAIL_STYLE.items():
         mask = rows["outcome"] == outcome
         if mask.any():

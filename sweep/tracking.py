@@ -116,6 +116,10 @@ class Tracker:
             tags["specsweep.error"] = result.error[:4000]
         if result.warnings:
             tags["specsweep.warning"] = ",".join(result.warnings)
+        if result.related:  # the trial a duplicate / predicted OOM was inferred from
+            tags["specsweep.related"] = result.related
+        if result.oom_kind:
+            tags["specsweep.oom_kind"] = result.oom_kind
         run = self.client.create_run(self.experiment_id, run_name=result.name, tags=tags)
         run_id = run.info.run_id
         # The same keys for every trial, whatever its outcome ("None": not known for this one).

@@ -66,6 +66,12 @@ def test_known_configurations_are_never_launched_again(tmp_path):
     source = study.trials[int(dup.user_attrs["related"].split("_")[1])]
     assert dup.values == source.values and dup.constraints == source.constraints
     assert "Server starts saved: 3" in proc.stdout
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs(
+        [client.get_experiment_by_name("kimi-k25-eagle3").experiment_id],
+        "tags.`specsweep.outcome` = 'predicted_oom'",
+    )
+    assert runs and runs[0].data.tags["specsweep.related"] == "trial_0000"
 
 
 def test_a_sweep_killed_with_sigkill_resumes_cleanly(tmp_path):
