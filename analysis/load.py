@@ -51,6 +51,13 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> pd.DataFrame:
             "related": tag("specsweep.related"),
             "warning": tag("specsweep.warning"),
             "drafter": raw.get("params.drafter"),
+            # provenance: what was measured, and on what (sweep.provenance)
+            "config_hash": tag("specsweep.config_hash"),
+            "prompts_hash": tag("specsweep.prompts_hash"),
+            "git_commit": tag("specsweep.git_commit"),
+            "sglang_version": tag("specsweep.sglang_version"),
+            "gpu": tag("specsweep.gpu"),
+            "host": tag("specsweep.host"),
             "start_time": raw["start_time"],
         }
     )

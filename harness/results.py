@@ -100,7 +100,9 @@ class TrialResult:
     error: str | None = None
     log_excerpt: str | None = None
     startup_s: float | None = None  # server clock
-    wall_s: float | None = None
+    wall_s: float | None = None  # the whole trial, wall clock
+    startup_wall_s: float | None = None  # launch to ready (or to the failure), wall clock
+    teardown_s: float | None = None  # stop to process group gone and port free, wall clock
     number: int | None = None  # Optuna trial number, when the trial came from a study
     oom_kind: str | None = None  # "gpu" (too high), "kv_pool" (too low) or "host" (HiCache)
     related: str | None = None  # the trial a duplicate / predicted_oom result was taken from

@@ -81,6 +81,7 @@ class Server:
         self._log_fh: IO[bytes] | None = None
         self._started_at: float | None = None
         self.ready_wall_s: float | None = None  # wall seconds from launch to ready
+        self.teardown_s: float | None = None  # wall seconds from stop to group gone + port free
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> Server:
@@ -202,6 +203,7 @@ class Server:
         if proc is None:
             return None
         pgid = proc.pid  # start_new_session made the leader's pid the group id
+        stopping = time.monotonic()
         if proc.poll() is None:
             _signal_group(pgid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -214,6 +216,8 @@ class Server:
             lambda: port_is_free(self.command.host, self.command.port), deadline_s=30.0
         ):
             log.warning("port %d still busy after the server stopped", self.command.port)
+        if self.teardown_s is None:
+            self.teardown_s = time.monotonic() - stopping
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
@@ -222,20 +226,23 @@ class Server:
         return rc
 
 
-def stop_leftover(pid_file: Path, grace_s: float) -> int | None:
-    """Stop the server a crashed run recorded in `pid_file`, if it is still that process.
-
-    The command line must match what was recorded, so a recycled pid is never signalled.
-    Returns the pid that was stopped.
-    """
+def leftover_pid(pid_file: Path) -> int | None:
+    """The pid recorded in `pid_file` if that process still runs the recorded command line
+    (so a recycled pid is never mistaken for it)."""
     try:
         record = json.loads(pid_file.read_text())
         cmdline = Path(f"/proc/{record['pid']}/cmdline").read_bytes().split(b"\0")[:-1]
     except (FileNotFoundError, json.JSONDecodeError, KeyError, ProcessLookupError):
-        pid_file.unlink(missing_ok=True)
         return None
-    pid = int(record["pid"])
     if [part.decode(errors="replace") for part in cmdline] != list(record["argv"]):
+        return None
+    return int(record["pid"])
+
+
+def stop_leftover(pid_file: Path, grace_s: float) -> int | None:
+    """Stop the server a crashed run recorded in `pid_file`; returns the pid stopped."""
+    pid = leftover_pid(pid_file)
+    if pid is None:
         pid_file.unlink(missing_ok=True)
         return None
     log.warning("stopping server pid %d left behind by an earlier run (%s)", pid, pid_file)

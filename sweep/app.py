@@ -10,8 +10,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from harness.command import build_server_command
 from harness.errors import ConfigError
 from harness.results import Outcome, TrialResult
+from sweep import provenance
 from sweep.config import build_trial_spec, check_drafter
 from sweep.console import ConsoleReporter, console
 from sweep.schema import register
@@ -44,6 +46,7 @@ def run_job(cfg: DictConfig) -> TrialResult:
         )
         result.write(folder)
         return result
+    provenance.write(cfg, build_server_command(spec.server, spec.engine), folder)
     return run_trial(spec, folder, reporter)
 
 

@@ -186,6 +186,30 @@ def summary_lines(
     return lines, metrics
 
 
+def wall_time_line(results: list[TrialResult], total_s: float) -> str:
+    """Where the sweep's wall time went: what a trial really costs, restarts included."""
+    measured = [r for r in results if r.wall_s is not None]
+    ok = [r for r in measured if r.outcome in (Outcome.OK, Outcome.PRUNED)]
+    startups = sum(r.startup_wall_s or 0 for r in ok)
+    teardowns = sum(r.teardown_s or 0 for r in measured)
+    benchmarks = sum((r.wall_s or 0) - (r.startup_wall_s or 0) - (r.teardown_s or 0) for r in ok)
+    failures = sum(r.wall_s or 0 for r in measured if r not in ok) - sum(
+        r.teardown_s or 0 for r in measured if r not in ok
+    )
+    other = max(total_s - startups - teardowns - benchmarks - failures, 0.0)
+    parts = [
+        ("server start-ups", startups),
+        ("benchmarks", benchmarks),
+        ("failed launches", failures),
+        ("teardown", teardowns),
+        ("tracking and other", other),
+    ]
+    text = ", ".join(
+        f"{name} {fmt_duration(s)} ({100 * s / total_s:.0f}%)" for name, s in parts if total_s
+    )
+    return f"Wall time {fmt_duration(total_s)}: {text}."
+
+
 def _config_text(result: TrialResult) -> str:
     p = result.effective or result.params
     return (

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from harness.command import build_server_command
 from harness.errors import SpecsweepError
 from harness.results import Outcome
+from sweep import provenance
 from sweep.config import build_trial_spec
 from sweep.console import ConsoleReporter, console
 from sweep.export import launch_script, systemd_unit
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         f"reproducing {name} ({config_text}) with {args.runs} runs; recorded "
         f"{measured:.1f} ± {recorded_ci:.1f} tok/s"
     )
+    provenance.write(cfg, command, out / "trial")
     result = run_trial(spec, out / "trial", ConsoleReporter(spec.engine.simulated))
     result.role = "reproduce"
     tracker = Tracker(client.tracking_uri, args.experiment, results / "mlartifacts")

@@ -35,6 +35,7 @@ class ModelConfig:
     trust_remote_code: bool = False
     context_length: Optional[int] = None
     sim_profile: Optional[str] = None  # the simulator's target profile
+    host_ram_gb: float = 64.0  # host memory the server needs besides HiCache (processes, buffers)
 
 
 @dataclass
@@ -157,6 +158,7 @@ class SpecsweepConfig:
     search: SearchConfig = MISSING
     tracking: TrackingConfig = MISSING
     trial: TrialConfig = field(default_factory=TrialConfig)
+    preflight: bool = True  # check the machine, paths, ports and stores before a sweep starts
 
 
 def register() -> None:

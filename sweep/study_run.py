@@ -23,7 +23,14 @@ from omegaconf import DictConfig, OmegaConf
 from harness.errors import ConfigError, PortInUse
 from harness.results import Outcome, TrialResult
 from sweep.config import build_trial_spec
-from sweep.console import ConsoleReporter, console, summary_lines, summary_table
+from sweep.console import (
+    ConsoleReporter,
+    console,
+    summary_lines,
+    summary_table,
+    wall_time_line,
+)
+from sweep.preflight import space_hash
 from sweep.search import Candidate, Objective, SearchDriver, candidate_for
 from sweep.space import SearchSpace
 from sweep.sweeper import SpecsweepSweeperImpl, baseline_overrides
@@ -67,6 +74,7 @@ class StudyRun:
         self.baseline: TrialResult | None = None
         self.baseline_check: TrialResult | None = None
         self.study_dir = Path(cfg.hydra.sweep.dir).resolve()
+        self.started = time.monotonic()
 
     # -- the sweep -----------------------------------------------------------------------------
     def execute(self) -> list[TrialResult]:
@@ -93,6 +101,8 @@ class StudyRun:
                 "search.study_name for search.objective=" + cfg.search.objective
             )
         self.driver = SearchDriver(self.study, self.objective)
+        if "space_hash" not in self.study.user_attrs:  # preflight warns when a later sweep differs
+            self.study.set_user_attr("space_hash", space_hash(cfg.search.space))
         orphans = self.driver.fail_orphans()
         killed = self.tracker.close_orphan_sweeps()
         if orphans or killed:
@@ -342,6 +352,10 @@ class StudyRun:
         console.print()
         console.print(summary_table(self.results, self.baseline, self.simulated))
         lines, metrics = summary_lines(self.results, self.baseline, self.baseline_check)
+        everything = [
+            r for r in (self.baseline, *self.results, self.baseline_check) if r is not None
+        ]
+        lines.append(wall_time_line(everything, time.monotonic() - self.started))
         if self.objective.multi:
             lines.append(self._pareto())
         for line in lines:

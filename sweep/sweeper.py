@@ -103,9 +103,27 @@ class SpecsweepSweeperImpl(Sweeper):
         # Compose and freeze a trial and the baseline now: a typo costs a second, not a load.
         trial_cfg = self.compose(arguments)
         check_drafter(trial_cfg, build_trial_spec(trial_cfg))
+        if trial_cfg.preflight:
+            self._preflight(trial_cfg)
         baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check"))
         build_trial_spec(baseline_cfg)
         return {"space": space, "objective": objective, "setup_key": setup_key(baseline_cfg)}
+
+    @staticmethod
+    def _preflight(cfg: DictConfig) -> None:
+        """Machine, paths, ports, stores: show what is not fine, stop on a failure."""
+        from sweep import preflight
+
+        checks = preflight.run(cfg)
+        worth_showing = [c for c in checks if c.status != "pass"]
+        passed = len(checks) - len(worth_showing)
+        console.print(
+            f"preflight: {passed}/{len(checks)} checks pass (details: python -m sweep.preflight)"
+        )
+        for line in preflight.render(worth_showing):
+            console.print(line, soft_wrap=True)
+        if any(c.status == "fail" for c in checks):
+            raise ConfigError("preflight failed (set preflight=false to skip the checks)")
 
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         assert self.config is not None and self.hydra_context is not None

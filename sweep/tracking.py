@@ -20,6 +20,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from harness.results import Outcome, TrialResult
 from harness.server import pid_alive
+from sweep import provenance
 from sweep.config import EFFECTIVE_KEYS, PARAM_KEYS
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,8 @@ class Tracker:
             tags["specsweep.trial_number"] = str(result.number)
         if parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+        if result.folder:
+            tags.update(provenance.read_tags(Path(result.folder)))
         if result.error:
             tags["specsweep.error"] = result.error[:4000]
         if result.warnings:
@@ -130,7 +133,9 @@ class Tracker:
         if tok_s is not None and baseline_tok_s:
             metrics["speedup_vs_baseline"] = tok_s / baseline_tok_s
         if result.startup_s is not None:
-            metrics["startup_s"] = result.startup_s
+            metrics["startup_s"] = result.startup_s  # server clock (simulated when engine=sim)
+        if result.teardown_s is not None:
+            metrics["teardown_s"] = result.teardown_s  # wall clock: stop until the group is gone
         self._log(run_id, params=params, metrics=metrics)
         if result.folder and Path(result.folder).is_dir():
             self.client.log_artifacts(run_id, result.folder)

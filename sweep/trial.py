@@ -120,6 +120,11 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         result.outcome, result.error = Outcome.INTERRUPTED, "interrupted by the user"
         raise
     finally:
+        result.teardown_s = server.teardown_s
+        if server.ready_wall_s is not None:
+            result.startup_wall_s = server.ready_wall_s
+        elif server.proc is not None and result.outcome is not Outcome.OK:
+            result.startup_wall_s = time.monotonic() - started - (server.teardown_s or 0)
         if bench is not None:
             write_requests(folder / "requests.jsonl", bench.records)
             if result.outcome is not Outcome.OK and bench.run_summaries:

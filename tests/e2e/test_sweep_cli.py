@@ -62,6 +62,7 @@ def test_sweep_succeeds_and_tells_the_user_where_results_are(first_sweep):
     assert "[3/3]" in out and "Best:" in out and "× the baseline" in out
     assert f"mlflow server --backend-store-uri sqlite:///{tmp}/mlflow.db" in out
     assert "Traceback" not in proc.stderr
+    assert "preflight: " in out and "Wall time" in out and "server start-ups" in out
 
 
 def test_optuna_study_holds_every_trial_with_its_outcome(first_sweep):

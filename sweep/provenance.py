@@ -1,0 +1,143 @@
+"""What was measured, and on what: written to every trial folder as provenance.json (and so
+logged with its artifacts), with the key facts as MLflow tags.
+
+Two measurements of the same configuration on the same machine differ only in `collected_at`.
+Secrets are redacted: any variable whose name looks like a token, key, secret or password, and
+the value of --api-key.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import subprocess
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.command import ServerCommand, is_secret_name, redacted_argv
+from harness.gpu import gpu_inventory
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "HF_", "PYTORCH_", "TORCH_", "NVIDIA_", "OMP_")
+PACKAGES = ("specsweep", "sglang", "torch", "flashinfer-python", "mlflow", "optuna", "hydra-core")
+MEASURED_GROUPS = ("engine", "model", "drafter", "hardware", "server", "benchmark")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def _git() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
+    try:
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+@functools.cache
+def _cuda() -> str | None:
+    if _version("torch") is None:
+        return None
+    import torch  # only when installed; imported once per process
+
+    return torch.version.cuda
+
+
+def prompts_hash(source: str) -> str:
+    if source == "builtin":
+        data = resources.files("harness").joinpath("data/prompts.jsonl").read_bytes()
+    else:
+        data = Path(source).expanduser().read_bytes()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def environment(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    env.update(extra)
+    return {k: ("<redacted>" if is_secret_name(k) else v) for k, v in sorted(env.items())}
+
+
+def measured_config(cfg: DictConfig) -> dict[str, Any]:
+    """The config groups that decide what is measured (not where results go or trial names)."""
+    return {group: OmegaConf.to_container(cfg[group], resolve=True) for group in MEASURED_GROUPS}
+
+
+def collect(cfg: DictConfig, command: ServerCommand, simulator: dict[str, Any] | None) -> dict:
+    config = measured_config(cfg)
+    config_blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return {
+        "collected_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "specsweep": {"version": _version("specsweep"), **_git()},
+        "packages": {name: _version(name) for name in PACKAGES},
+        "python": platform.python_version(),
+        "cuda": _cuda(),
+        "gpus": gpu_inventory(),
+        "engine": cfg.engine.name,
+        "simulator": simulator,
+        "host": socket.gethostname(),
+        "environment": environment(dict(command.env)),
+        "argv": ["<redacted>" if part is None else part for part in redacted_argv(command.argv)],
+        "config": config,
+        "config_hash": hashlib.sha256(config_blob).hexdigest()[:16],
+        "prompts_hash": prompts_hash(cfg.benchmark.prompts),
+    }
+
+
+def tags(provenance: dict[str, Any]) -> dict[str, str]:
+    """The facts worth filtering and grouping runs by, as MLflow tags."""
+    gpus = provenance["gpus"] or {}
+    values = {
+        "specsweep.version": provenance["specsweep"]["version"],
+        "specsweep.git_commit": provenance["specsweep"]["commit"],
+        "specsweep.git_dirty": provenance["specsweep"]["dirty"],
+        "specsweep.sglang_version": provenance["packages"]["sglang"],
+        "specsweep.torch_version": provenance["packages"]["torch"],
+        "specsweep.cuda_version": provenance["cuda"],
+        "specsweep.driver_version": gpus.get("driver"),
+        "specsweep.gpu": gpus.get("model"),
+        "specsweep.gpu_count": gpus.get("count"),
+        "specsweep.host": provenance["host"],
+        "specsweep.config_hash": provenance["config_hash"],
+        "specsweep.prompts_hash": provenance["prompts_hash"],
+    }
+    if provenance["simulator"]:
+        values["specsweep.sim_hardware"] = provenance["simulator"].get("hardware")
+    return {k: str(v) for k, v in values.items() if v is not None}
+
+
+def write(cfg: DictConfig, command: ServerCommand, folder: Path) -> dict[str, Any]:
+    simulator = None
+    if cfg.engine.name == "sim":
+        simulator = {
+            "clock_scale": cfg.engine.clock_scale,
+            "hardware": cfg.hardware.sim_profile,
+            "target": cfg.model.sim_profile,
+            "drafter": cfg.drafter.sim_profile if cfg.drafter.path else None,
+        }
+    provenance = collect(cfg, command, simulator)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str) + "\n")
+    return provenance
+
+
+def read_tags(folder: Path) -> dict[str, str]:
+    path = folder / "provenance.json"
+    return tags(json.loads(path.read_text())) if path.is_file() else {}

@@ -1,0 +1,127 @@
+"""Preflight's fail paths on the simulator, and provenance that only differs in time."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from analysis.load import load_runs
+from tests.conftest import ROOT, free_port
+from tests.e2e.test_sweep_cli import sweep
+
+pytestmark = pytest.mark.e2e
+
+
+def preflight(*overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.preflight", *overrides],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_default_configuration_passes(tmp_path):
+    proc = preflight(f"tracking.dir={tmp_path}", f"server.port={free_port()}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAIL" not in proc.stdout and "ready" in proc.stdout
+    for name in (
+        "engine",
+        "gpus",
+        "host ram",
+        "disk",
+        "open files",
+        "model",
+        "drafter",
+        "port",
+        "results dir",
+        "mlflow",
+        "study",
+    ):
+        assert f" {name} " in proc.stdout
+
+
+def test_port_taken_by_a_foreign_process(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        proc = preflight(f"tracking.dir={tmp_path}", f"server.port={port}")
+    assert proc.returncode == 1
+    assert f"127.0.0.1:{port} is in use by another process" in proc.stdout
+    assert "server.port=<port>" in proc.stdout
+
+
+def test_hicache_times_tp_above_host_ram(tmp_path):
+    proc = preflight(f"tracking.dir={tmp_path}", "hardware.host_ram_gb=256")
+    assert proc.returncode == 1
+    assert "HiCache up to 48 GB x TP 8" in proc.stdout and "448 GB needed; 256 GB" in proc.stdout
+
+
+def test_missing_drafter_path_on_a_gpu_box(tmp_path):
+    proc = preflight(
+        f"tracking.dir={tmp_path}", "engine=sglang", "drafter.path=/nonexistent/eagle3"
+    )
+    assert proc.returncode == 1
+    assert (
+        "/nonexistent/eagle3: not on this machine" in proc.stdout
+        and "fix drafter.path" in proc.stdout
+    )
+
+
+def test_unwritable_results_dir(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    proc = preflight(f"tracking.dir={blocker}/results")
+    assert proc.returncode == 1
+    assert "results dir" in proc.stdout and "set tracking.dir to a writable folder" in proc.stdout
+
+
+def test_changed_search_space_warns(tmp_path):
+    first = sweep(tmp_path, free_port(), "search.n_trials=1", "search.remeasure_baseline=false")
+    assert first.returncode == 0, first.stdout + first.stderr
+    proc = preflight(f"tracking.dir={tmp_path}", "search.space.speculative_num_steps.high=3")
+    assert (
+        "trials from another search space" in proc.stdout and "new search.study_name" in proc.stdout
+    )
+
+
+def test_a_failing_preflight_stops_the_sweep_before_anything_starts(tmp_path):
+    proc = sweep(tmp_path, free_port(), "hardware.host_ram_gb=100")
+    assert proc.returncode == 2 and "preflight failed" in proc.stdout
+    assert not (tmp_path / "mlflow.db").exists()
+    skipped = sweep(
+        tmp_path,
+        free_port(),
+        "hardware.host_ram_gb=100",
+        "preflight=false",
+        "search.n_trials=0",
+        "search.baseline=false",
+    )
+    assert skipped.returncode == 0 and "preflight:" not in skipped.stdout
+
+
+def test_provenance_of_two_identical_runs_differs_only_in_time(tmp_path):
+    port = free_port()
+    records, frames = [], []
+    for name in ("a", "b"):
+        proc = sweep(tmp_path / name, port, multirun=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        folder = tmp_path / name / "kimi-k25-eagle3" / "single"
+        records.append(json.loads((folder / "provenance.json").read_text()))
+        frames.append(load_runs("kimi-k25-eagle3", f"sqlite:///{tmp_path / name}/mlflow.db"))
+    a, b = records
+    assert a.pop("collected_at") != "" and b.pop("collected_at") != ""
+    assert a == b
+    assert a["simulator"]["clock_scale"] == 200.0 and a["environment"]["NCCL_PROTO"] == "LL"
+    assert a["config"]["hardware"]["gpus"] == 8 and len(a["config_hash"]) == 16
+    runs = pd.concat(frames)
+    groups = runs.groupby(["config_hash", "prompts_hash", "git_commit"]).size()
+    assert len(groups) == 1 and groups.iloc[0] == 2
+    assert runs["teardown_s"].notna().all()
