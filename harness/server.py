@@ -259,9 +259,10 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def pid_alive(pid: int) -> bool:
+def _signal_zero_succeeds(send, target: int) -> bool:
+    """Signal 0 checks existence: ESRCH means gone, EPERM means alive but not ours."""
     try:
-        os.kill(pid, 0)
+        send(target, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -269,11 +270,10 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def pid_alive(pid: int) -> bool:
+    return _signal_zero_succeeds(os.kill, pid)
+
+
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    return _signal_zero_succeeds(os.killpg, pgid)
     return True

@@ -164,25 +164,22 @@ def test_mlflow_ui_serves_the_study_with_consistent_keys(study):
         ui.wait(timeout=30)
 
 
+def reproduce(results, *args: str) -> subprocess.CompletedProcess:
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep.reproduce",
+        "--experiment",
+        STUDY,
+        "--results",
+        str(results),
+    ]
+    return subprocess.run([*argv, *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
+
+
 def test_reproduce_the_best_trial_and_launch_its_export(study):
     results, port, _ = study
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweep.reproduce",
-            "--experiment",
-            STUDY,
-            "--results",
-            str(results),
-            "--runs",
-            "3",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = reproduce(results, "--runs", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "within the recorded interval" in proc.stdout
     folder = next((results / "reproduce").iterdir())
@@ -190,22 +187,7 @@ def test_reproduce_the_best_trial_and_launch_its_export(study):
     unit = next(folder.glob("*.service")).read_text()
     assert "export NCCL_PROTO=LL" in script and "--speculative-algorithm EAGLE3" in script
     assert "ExecStart=" in unit and "Environment=NCCL_PROTO=LL" in unit
-    dry = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweep.reproduce",
-            "--experiment",
-            STUDY,
-            "--results",
-            str(results),
-            "--dry-run",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    dry = reproduce(results, "--dry-run")
     assert dry.returncode == 0 and "#!/usr/bin/env bash" in dry.stdout
     assert len(list((results / "reproduce").iterdir())) == 1  # dry run wrote nothing
 
