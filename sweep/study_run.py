@@ -265,7 +265,9 @@ class StudyRun:
                 error=str(exc),
             )
         except BaseException:
+            trial.set_user_attr("outcome", str(Outcome.INTERRUPTED))
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._record_interrupted(name)
             raise
         result.number = trial.number
         self.results.append(result)
@@ -281,6 +283,20 @@ class StudyRun:
         self.driver.tell(trial, candidate, result, self.baseline_tok_s, source)
         self.reporter.trial_done(result, self.baseline_tok_s)
         return result
+
+    def _record_interrupted(self, name: str) -> None:
+        """The trial folder says what was measured before the interruption; MLflow gets it too."""
+        folder = self.study_dir / name
+        if not (folder / "result.json").is_file():
+            return
+        result = TrialResult.read(folder)
+        self.results.append(result)
+        self.tracker.log_trial(
+            result,
+            parent_run_id=self.parent,
+            study=self.cfg.search.study_name,
+            baseline_tok_s=self.baseline_tok_s,
+        )
 
     def _early_stop_overrides(self) -> list[str]:
         if not self.cfg.search.prune:

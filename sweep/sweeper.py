@@ -8,6 +8,7 @@ server starts and runs jobs through Hydra's launcher; `sweep.study_run` is the s
 from __future__ import annotations
 
 import logging
+import signal
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,10 @@ _BASELINE_KEYS = ("drafter", "server.speculative_")
 
 def _override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def baseline_overrides(arguments: Sequence[str], name: str) -> list[str]:
@@ -64,7 +69,13 @@ class SpecsweepSweeperImpl(Sweeper):
         except SpecsweepError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise SystemExit(2) from None
-        return StudyRun(self, self.config, arguments, plan).execute()
+        # SIGTERM (a scheduler, systemd, kill) unwinds like Ctrl-C: the server is stopped, the
+        # trial recorded as interrupted and the MLflow runs closed.
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            return StudyRun(self, self.config, arguments, plan).execute()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     def plan(self, arguments: list[str]) -> dict[str, Any]:
         """Everything that can fail before a server starts fails here, with its reason."""

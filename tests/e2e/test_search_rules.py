@@ -155,3 +155,41 @@ def test_throughput_objective_needs_its_concurrency_level(tmp_path):
     proc = sweep(tmp_path, free_port(), "search.objective=throughput")
     assert proc.returncode != 0
     assert "does not measure" in proc.stdout and "benchmark.concurrency=[1,64]" in proc.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_mid_trial_stops_the_server_and_records_the_trial(tmp_path, sig):
+    port = free_port()
+    argv = [
+        sys.executable,
+        "sweep.py",
+        "-m",
+        f"tracking.dir={tmp_path}",
+        f"server.port={port}",
+        *SMALL,
+        "engine.clock_scale=20",
+        "search.n_trials=3",
+        "search.baseline=false",
+    ]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    log = tmp_path / "kimi-k25-eagle3" / "trial_0000" / "server.log"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "fired up" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "interrupted" in out
+    result = json.loads((log.parent / "result.json").read_text())
+    assert result["outcome"] == "interrupted"
+    assert processes_mentioning(f"--port {port} ") == []
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("kimi-k25-eagle3").experiment_id])
+    statuses = {r.data.tags.get("specsweep.role"): r.info.status for r in runs}
+    assert statuses == {"sweep": "KILLED", "trial": "FAILED"}
+    study = optuna.load_study(
+        study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
+    )
+    assert study.trials[0].state is optuna.trial.TrialState.FAIL
