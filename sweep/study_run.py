@@ -93,13 +93,16 @@ class StudyRun:
             directions=self.objective.directions,
             load_if_exists=True,
         )
-        if list(self.study.directions) != [
-            optuna.study.StudyDirection.MAXIMIZE for _ in self.objective.directions
-        ]:
-            raise SystemExit(
-                f"study {cfg.search.study_name!r} was created for another objective; choose a new "
-                "search.study_name for search.objective=" + cfg.search.objective
+        recorded = self.study.user_attrs.get("objective", cfg.search.objective)
+        if recorded != cfg.search.objective or len(self.study.directions) != len(
+            self.objective.directions
+        ):
+            console.print(
+                f"[red]error:[/red] study {cfg.search.study_name!r} optimises {recorded}; its "
+                f"values cannot mix with {cfg.search.objective}. Choose a new search.study_name."
             )
+            raise SystemExit(2)
+        self.study.set_user_attr("objective", cfg.search.objective)
         self.driver = SearchDriver(self.study, self.objective)
         if "space_hash" not in self.study.user_attrs:  # preflight warns when a later sweep differs
             self.study.set_user_attr("space_hash", space_hash(cfg.search.space))

@@ -193,3 +193,11 @@ def test_signal_mid_trial_stops_the_server_and_records_the_trial(tmp_path, sig):
         study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
     )
     assert study.trials[0].state is optuna.trial.TrialState.FAIL
+
+
+def test_a_study_keeps_its_objective(tmp_path):
+    first = sweep(tmp_path, free_port(), "search.n_trials=0", "search.remeasure_baseline=false")
+    assert first.returncode == 0, first.stdout + first.stderr
+    proc = sweep(tmp_path, free_port(), "search.objective=speedup", "search.n_trials=1")
+    assert proc.returncode == 2
+    assert "optimises tok_s" in proc.stdout and "new search.study_name" in proc.stdout
