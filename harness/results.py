@@ -42,6 +42,10 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    reasoning_ended: bool | None = None  # False: cut off while still thinking
+    verify_ct: int | None = None  # verify steps, when the server reports them
+    accepted_tokens: int | None = None  # accepted draft tokens, when the server reports them
+    chunks: int | None = None  # stream chunks (one per verify step with speculation)
 
     @property
     def ok(self) -> bool:
@@ -68,7 +72,9 @@ class RunSummary:
     ttft_s: float | None
     accept_len: float | None
     accept_len_source: str | None
-    truncated: int = 0  # finish_reason == "length"
+    truncated: int = 0  # finish_reason "length" before the reasoning ended
+    ttft_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds
+    itl_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds per token
 
 
 @dataclass

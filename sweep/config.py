@@ -138,16 +138,21 @@ def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
     return BenchmarkSpec(
         model=cfg.model.path,
         prompts=b.prompts,
+        api=b.api,
         max_tokens=b.max_tokens,
         warmup=b.warmup,
         runs=b.runs,
         concurrency=tuple(b.concurrency),
         requests_per_run=b.requests_per_run,
+        requests_per_level=tuple(b.requests_per_level),
         temperature=b.temperature,
         ignore_eos=b.ignore_eos,
         thinking=b.thinking,
         request_timeout_s=b.request_timeout_s,
         seed=b.seed,
+        adaptive=b.adaptive,
+        target_ci_pct=b.target_ci_pct,
+        max_runs=b.max_runs,
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.results import Outcome, RunSummary, TrialResult
+from harness.results import Outcome, RequestRecord, RunSummary, TrialResult
 from sweep.config import TrialSpec
 
 console = Console(highlight=False)
@@ -73,6 +73,20 @@ class ConsoleReporter:
             f"(steps/topk/draft) {spec}{kv_text}"
         )
 
+    def request_done(self, record: RequestRecord, done: int, total: int, tokens: int) -> None:
+        """A live line while a run's requests finish (terminals only: CI logs stay quiet)."""
+        if not console.is_terminal:
+            return
+        decode = record.decode_seconds()
+        rate = ""
+        if decode and record.completion_tokens:
+            rate = f", last request {(record.completion_tokens - 1) / decode:.1f} tok/s"
+        console.print(
+            f"    run {record.run}: {done}/{total} requests"
+            f" @ concurrency {record.concurrency}{rate}",
+            end="\r",
+        )
+
     def run_done(self, summary: RunSummary, total_runs: int) -> None:
         tok_s = f"{summary.decode_tok_s:.1f} tok/s" if summary.decode_tok_s else "no tokens"
         accept = f", accept len {summary.accept_len:.2f}" if summary.accept_len else ""
@@ -96,6 +110,13 @@ class ConsoleReporter:
         if result.wall_s is not None:
             line += f"  [dim]({fmt_duration(result.wall_s)})[/dim]"
         console.print(line)
+        truncated = result.metrics.get("truncation_rate", 0.0)
+        if truncated > 0:
+            console.print(
+                f"    [yellow]warning:[/] {100 * truncated:.0f}% of the outputs were cut at "
+                "max_tokens before the reasoning ended; speeds then describe the thinking phase "
+                "only. Raise benchmark.max_tokens to measure whole answers."
+            )
         if "drafter_bypassed" in result.warnings:
             console.print(
                 f"    [bold red]warning:[/] accept length {result.metrics.get('accept_len', 0):.2f}"

@@ -79,16 +79,21 @@ class ServerConfig:
 @dataclass
 class BenchmarkConfig:
     prompts: str = "builtin"
+    api: str = "chat"  # chat (/v1/chat/completions) | generate (SGLang's /generate)
     max_tokens: int = 2048
     warmup: int = 2
     runs: int = 5
     concurrency: List[int] = field(default_factory=lambda: [1])
     requests_per_run: int = 3
+    requests_per_level: List[int] = field(default_factory=list)  # one per level, or empty
     temperature: float = 0.0
     ignore_eos: bool = False
     thinking: bool = True
     request_timeout_s: float = 900.0
     seed: int = 0
+    adaptive: bool = False  # add runs until the 95% interval is within target_ci_pct
+    target_ci_pct: float = 2.0
+    max_runs: int = 20
 
 
 @dataclass

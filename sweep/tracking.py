@@ -137,11 +137,24 @@ class Tracker:
         if result.teardown_s is not None:
             metrics["teardown_s"] = result.teardown_s  # wall clock: stop until the group is gone
         self._log(run_id, params=params, metrics=metrics)
+        self._log_runs(run_id, result)
         if result.folder and Path(result.folder).is_dir():
             self.client.log_artifacts(run_id, result.folder)
         status = "FINISHED" if result.outcome is Outcome.OK else "FAILED"
         self.client.set_terminated(run_id, status=status)
         return run_id
+
+    def _log_runs(self, run_id: str, result: TrialResult) -> None:
+        """Each run's values as steps, so the UI plots a trial's runs one after another."""
+        now = int(time.time() * 1000)
+        metrics = []
+        for r in result.runs:
+            for name in ("decode_tok_s", "output_tok_s", "accept_len"):
+                value = getattr(r, name)
+                if value is not None and math.isfinite(value):
+                    metrics.append(Metric(f"run.{name}_c{r.concurrency}", float(value), now, r.run))
+        for start in range(0, len(metrics), 1000):  # MLflow's batch limit
+            self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
 
     def _log(
         self,

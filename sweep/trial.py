@@ -16,7 +16,7 @@ from harness.bench import Benchmark
 from harness.clock import ServerClock
 from harness.command import build_server_command
 from harness.errors import ServerCrashed, ServerOOM, ServerStartTimeout
-from harness.results import Outcome, RunSummary, TrialResult, write_requests
+from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
 from harness.server import Server
 from sweep.config import EFFECTIVE_KEYS, TrialSpec
 
@@ -28,6 +28,7 @@ class Reporter(Protocol):
     def server_starting(self, spec: TrialSpec) -> None: ...
     def server_ready(self, startup_s: float, effective: dict[str, Any]) -> None: ...
     def run_done(self, summary: RunSummary, total_runs: int) -> None: ...
+    def request_done(self, record: RequestRecord, done: int, total: int, tokens: int) -> None: ...
 
 
 class SilentReporter:
@@ -38,6 +39,9 @@ class SilentReporter:
         pass
 
     def run_done(self, summary: RunSummary, total_runs: int) -> None:
+        pass
+
+    def request_done(self, record: RequestRecord, done: int, total: int, tokens: int) -> None:
         pass
 
 
@@ -91,6 +95,8 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 clock,
                 speculative=spec.server.speculative,
                 on_run=lambda s: reporter.run_done(s, spec.benchmark.runs),
+                on_request=reporter.request_done,
+                server_log=folder / "server.log",
                 check_server=lambda: server.raise_if_exited(during="the benchmark"),
                 early_stop=spec.early_stop,
             )

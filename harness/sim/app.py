@@ -157,14 +157,114 @@ def create_app(state: ServerState) -> FastAPI:
             "separate_reasoning", True
         )
         completion = _Completion(state, request, separate)
+        completion.spec_details = bool(body.get("return_spec_tokens_details"))
         if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            options = body.get("stream_options") or {}
+            completion.continuous_usage = bool(options.get("continuous_usage_stats"))
             return StreamingResponse(
-                completion.stream(include_usage), media_type="text/event-stream"
+                completion.stream(bool(options.get("include_usage"))),
+                media_type="text/event-stream",
             )
         return JSONResponse(await completion.whole())
 
+    @app.post("/generate")
+    async def generate(http_request: Request) -> Response:
+        try:
+            body = await http_request.json()
+        except json.JSONDecodeError:
+            return _error(400, "request body is not valid JSON")
+        text = body.get("text")
+        if not isinstance(text, str) or not text:
+            return _error(400, "'text' must be a non-empty string")
+        params = body.get("sampling_params") or {}
+        max_new = params.get("max_new_tokens", 128)
+        if not isinstance(max_new, int) or max_new < 1:
+            return _error(400, f"max_new_tokens must be a positive integer, got {max_new!r}")
+        request = engine.new_request(
+            text, max_new, ignore_eos=bool(params.get("ignore_eos", False)), thinking=True
+        )
+        engine.submit(request)
+        generation = _Generation(state, request)
+        if body.get("stream"):
+            return StreamingResponse(generation.stream(), media_type="text/event-stream")
+        return JSONResponse(await generation.whole())
+
     return app
+
+
+def spec_meta(state: ServerState, request: SimRequest) -> dict[str, Any]:
+    """SGLang 0.5.23's per-request speculative fields (finished requests with verify steps)."""
+    spec = state.engine.model.spec
+    if spec is None or request.verify_ct == 0:
+        return {}
+    correct = request.generated - 1 - request.verify_ct  # accepted drafts (bonus and prefill out)
+    proposed = request.verify_ct * (spec.draft_tokens - 1)
+    return {
+        "spec_verify_ct": request.verify_ct,
+        "spec_accept_length": request.generated / request.verify_ct,
+        "spec_accept_rate": correct / proposed if proposed else 0.0,
+        "spec_num_correct_drafts": correct,
+        "spec_num_proposed_drafts": proposed,
+    }
+
+
+class _Generation:
+    """SGLang's native /generate: cumulative text and meta_info on every chunk."""
+
+    def __init__(self, state: ServerState, request: SimRequest):
+        self.state = state
+        self.request = request
+        self.text: list[str] = []
+
+    def _meta(self, finish: str | None) -> dict[str, Any]:
+        r = self.request
+        meta: dict[str, Any] = {
+            "id": r.rid,
+            "finish_reason": None,
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.generated,
+            "cached_tokens": 0,
+            "reasoning_tokens": min(r.generated, r.thinking_tokens),
+        }
+        if finish is not None:
+            meta["finish_reason"] = (
+                {"type": "length", "length": r.generated}
+                if finish == "length"
+                else {"type": "stop", "matched": None}
+            )
+            meta.update(spec_meta(self.state, r))
+        return meta
+
+    def _add(self, chunk: Chunk) -> None:
+        seed = int(self.request.rid, 16)
+        for i in chunk.tokens:
+            self.text.append(token_text(seed, i, i < self.request.thinking_tokens))
+
+    async def stream(self) -> AsyncIterator[str]:
+        finished = False
+        try:
+            while not finished:
+                chunk = await self.request.queue.get()
+                self._add(chunk)
+                finished = chunk.finish_reason is not None
+                payload = {
+                    "text": "".join(self.text),
+                    "meta_info": self._meta(chunk.finish_reason),
+                    "index": 0,
+                }
+                yield f"data: {json.dumps(payload)}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            if not finished:
+                self.state.engine.abort(self.request)
+
+    async def whole(self) -> dict[str, Any]:
+        finish = None
+        while finish is None:
+            chunk = await self.request.queue.get()
+            self._add(chunk)
+            finish = chunk.finish_reason
+        return {"text": "".join(self.text), "meta_info": self._meta(finish), "index": 0}
 
 
 class _Completion:
@@ -176,6 +276,8 @@ class _Completion:
         self.separate = separate_reasoning
         self.id = uuid.uuid4().hex
         self.created = int(time.time())
+        self.continuous_usage = False  # stream_options.continuous_usage_stats
+        self.spec_details = False  # return_spec_tokens_details (0.5.23)
 
     def _delta(self, chunk: Chunk) -> dict[str, str]:
         r = self.request
@@ -219,6 +321,9 @@ class _Completion:
             "choices": choices,
             "usage": usage,
         }
+        details = spec_meta(self.state, self.request) if self.spec_details and not choices else {}
+        if details:
+            payload["sglext"] = {"spec_tokens_details": details}
         return f"data: {json.dumps(payload)}\n\n"
 
     async def stream(self, include_usage: bool) -> AsyncIterator[str]:
@@ -239,7 +344,7 @@ class _Completion:
                     "finish_reason": chunk.finish_reason,
                     "matched_stop": None,
                 }
-                yield self._chunk([choice])
+                yield self._chunk([choice], self.usage() if self.continuous_usage else None)
             if include_usage:
                 yield self._chunk([], self.usage())
             yield "data: [DONE]\n\n"

@@ -114,6 +114,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="drafter profile; default: matched from the draft model path",
     )
     sim.add_argument("--sim-seed", type=int, default=0)
+    sim.add_argument(
+        "--sim-drift",
+        type=float,
+        default=0.02,
+        help="spread of the simulated machine's slowly wandering speed (0: steady)",
+    )
+    sim.add_argument(
+        "--sim-load-s",
+        type=float,
+        help="simulated start-up seconds (default: the target profile's load time)",
+    )
     return p
 
 

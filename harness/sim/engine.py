@@ -38,16 +38,33 @@ class VirtualClock:
             await asyncio.sleep(delay)
 
 
+class InstantClock(VirtualClock):
+    """No waiting: the engine runs through simulated time as fast as the CPU allows (oracle)."""
+
+    def __init__(self) -> None:
+        super().__init__(1.0)
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep_until(self, t: float) -> None:
+        self.t = max(self.t, t)
+        await asyncio.sleep(0)
+
+
 @dataclass
 class Chunk:
     tokens: list[int]  # absolute token indices produced in this iteration
     finish_reason: str | None = None
+    at: float = 0.0  # simulated time of the iteration that produced it
 
 
 @dataclass
 class SimRequest:
     rid: str
     prompt: str
+    submitted_at: float
     prompt_tokens: int
     max_new_tokens: int
     natural_tokens: int  # where the model would stop on its own (EOS)
@@ -93,8 +110,10 @@ class Engine:
         kv_tokens: int,
         decode_log_interval: int,
         seed: int,
+        drift_sigma: float = DRIFT_SIGMA,
     ):
         self.model = model
+        self.drift_sigma = drift_sigma
         self.clock = clock
         self.max_running = max_running_requests
         self.kv_tokens = kv_tokens
@@ -132,9 +151,11 @@ class Engine:
         return SimRequest(
             rid=f"{self._n_requests:08x}",
             prompt=prompt,
+            submitted_at=self.clock.now(),
             prompt_tokens=max(1, len(prompt) // 4 + 12),
             max_new_tokens=max_new_tokens,
-            natural_tokens=max_new_tokens if ignore_eos else natural,
+            # ignore_eos: it would go on past max_new_tokens, so it ends by "length"
+            natural_tokens=max_new_tokens + 1 if ignore_eos else natural,
             thinking_tokens=thinking_tokens,
             # Easy (formulaic) prompts accept more drafts than hard ones: +-10% around 1.
             prompt_factor=0.9 + 0.2 * ((h >> 8) % 1000) / 999,
@@ -231,7 +252,7 @@ class Engine:
         """Ornstein-Uhlenbeck deviation: ~2% spread, ~20 s memory, so runs differ like a real
         box's do (the seeds saw +-10% on single runs of a few requests) while runs average out."""
         decay = math.exp(-dt / DRIFT_TIME_S)
-        self._drift = self._drift * decay + DRIFT_SIGMA * math.sqrt(1 - decay * decay) * (
+        self._drift = self._drift * decay + self.drift_sigma * math.sqrt(1 - decay * decay) * (
             self._noise.gauss(0.0, 1.0)
         )
         return self._drift
@@ -243,7 +264,11 @@ class Engine:
         self._interval_tokens += n
         done = request.generated >= request.limit
         request.queue.put_nowait(
-            Chunk(list(range(start, request.generated)), request.finish_reason if done else None)
+            Chunk(
+                list(range(start, request.generated)),
+                request.finish_reason if done else None,
+                self._t,
+            )
         )
 
     def _log_decode(self, batch: int) -> None:

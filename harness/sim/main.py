@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 
 import uvicorn
 
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> None:
     if args["speculative_algorithm"] and not ns.sim_drafter:
         log.warning("simulator: no --sim-drafter given; using the %s profile", EAGLE3_37K_TTT5.name)
     model = build_model(args, ns, os.environ.get("NCCL_PROTO", ""))
+    if ns.sim_load_s is not None:
+        model.target = replace(model.target, load_s=ns.sim_load_s)
     clock = VirtualClock(ns.sim_clock_scale)
     plan = model.memory_plan(args["mem_fraction_static"])
     log.info("server_args=%s", {k: v for k, v in args.items() if not k.startswith("sim_")})
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         kv_tokens=plan.kv_tokens,
         decode_log_interval=args["decode_log_interval"],
         seed=ns.sim_seed,
+        drift_sigma=ns.sim_drift,
     )
     simulator = {
         "simulated": True,

@@ -110,3 +110,62 @@ def evaluate(argv: list[str], max_tokens: int, nccl_proto: str = "LL") -> Evalua
         startup_s=target.load_s,
         max_total_num_tokens=plan.kv_tokens,
     )
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    output_tok_s: float  # tokens over the span from the first request's start to the last end
+    decode_tok_s: float  # per stream, tokens after the first over decode time, token-weighted
+    requests: int
+
+
+def modelled_load(
+    argv: list[str], concurrency: int, prompts: list[str], max_tokens: int, nccl_proto: str = "LL"
+) -> LoadResult:
+    """The served simulator's engine run to completion on an instant clock, without drift: the
+    rates a perfect client would measure for `prompts` sent `concurrency` at a time with
+    ignore_eos (every request produces exactly `max_tokens`)."""
+    import asyncio
+
+    from harness.sim.engine import Engine, InstantClock
+
+    ns = build_parser().parse_args(argv)
+    hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
+    args = resolve(ns, target.architecture, hw.gpu_memory_mib).args
+    model = build_model(args, ns, nccl_proto)
+    clock = InstantClock()
+    engine = Engine(
+        model,
+        clock,
+        max_running_requests=args["max_running_requests"],
+        kv_tokens=model.memory_plan(args["mem_fraction_static"]).kv_tokens,
+        decode_log_interval=10**9,
+        seed=ns.sim_seed,
+        drift_sigma=0.0,
+    )
+    spans: list[tuple[float, float, float, int]] = []
+
+    async def one(prompt: str, gate: asyncio.Semaphore) -> None:
+        async with gate:
+            start = clock.now()
+            request = engine.new_request(prompt, max_tokens, ignore_eos=True, thinking=True)
+            engine.submit(request)
+            first = None
+            while True:
+                chunk = await request.queue.get()
+                first = chunk.at if first is None else first
+                if chunk.finish_reason is not None:
+                    spans.append((start, first, chunk.at, request.generated))
+                    return
+
+    async def drive() -> None:
+        gate = asyncio.Semaphore(concurrency)
+        loop = asyncio.create_task(engine.run())
+        await asyncio.gather(*(one(p, gate) for p in prompts))
+        loop.cancel()
+
+    asyncio.run(drive())
+    tokens = sum(s[3] for s in spans)
+    span = max(s[2] for s in spans) - min(s[0] for s in spans)
+    decode = sum(s[2] - s[1] for s in spans)
+    return LoadResult(tokens / span, sum(s[3] - 1 for s in spans) / decode, len(spans))

@@ -171,3 +171,11 @@ def test_single_run_without_multirun_measures_one_trial(tmp_path):
     result = json.loads((tmp_path / "kimi-k25-eagle3" / "single" / "result.json").read_text())
     assert result["outcome"] == "ok" and result["effective"]["speculative_num_draft_tokens"] == 3
     assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_outputs_cut_while_thinking_show_a_truncation_rate_and_a_warning(tmp_path):
+    proc = sweep(tmp_path, free_port(), "benchmark.max_tokens=128", multirun=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "kimi-k25-eagle3" / "single" / "result.json").read_text())
+    assert result["metrics"]["truncation_rate"] == 1.0
+    assert "cut at max_tokens before the reasoning ended" in proc.stdout

@@ -8,7 +8,7 @@ from harness.prompts import load_prompts
 
 def test_builtin_prompts_are_reasoning_prompts_in_a_fixed_order():
     first = load_prompts("builtin", seed=0)
-    assert len(first) >= 30
+    assert len(first) >= 60
     assert [p.id for p in first] == [p.id for p in load_prompts("builtin", seed=0)]
     assert [p.id for p in first] != [p.id for p in load_prompts("builtin", seed=1)]
     assert {p.id.split("-")[0] for p in first} >= {"math", "code", "science", "logic"}
