@@ -12,6 +12,7 @@ from harness.results import Outcome, RequestRecord, RunSummary, TrialResult
 from sweep.config import TrialSpec
 
 console = Console(highlight=False)
+TRUNCATION_WARNING = 0.25  # share of outputs cut while reasoning that earns a console warning
 if not console.is_terminal:
     # Logs and CI get a readable table instead of rich's 80-column default.
     console.width = max(console.width, 120)
@@ -111,11 +112,12 @@ class ConsoleReporter:
             line += f"  [dim]({fmt_duration(result.wall_s)})[/dim]"
         console.print(line)
         truncated = result.metrics.get("truncation_rate", 0.0)
-        if truncated > 0:
+        if truncated > TRUNCATION_WARNING:
             console.print(
                 f"    [yellow]warning:[/] {100 * truncated:.0f}% of the outputs were cut at "
-                "max_tokens before the reasoning ended; speeds then describe the thinking phase "
-                "only. Raise benchmark.max_tokens to measure whole answers."
+                "max_tokens before the reasoning ended; the speed then describes the thinking "
+                "phase only. Raise benchmark.max_tokens to measure whole answers.",
+                soft_wrap=True,
             )
         if "drafter_bypassed" in result.warnings:
             console.print(
@@ -200,6 +202,12 @@ def summary_lines(
         lines.append(best_line(best, baseline if base_ok else None))
         if base_ok:
             metrics["best_speedup_vs_baseline"] = best.metrics["tok_s"] / metrics["baseline_tok_s"]
+    cut = [r.metrics["truncation_rate"] for r in ok if "truncation_rate" in r.metrics]
+    if cut and max(cut) > 0:
+        lines.append(
+            f"Outputs cut at max_tokens while still reasoning: {100 * sum(cut) / len(cut):.0f}% on "
+            "average (metric truncation_rate)."
+        )
     if base_ok and recheck is not None and recheck.outcome is Outcome.OK:
         line, drift = drift_line(baseline, recheck)  # type: ignore[arg-type]
         lines.append(line)
