@@ -47,6 +47,14 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
+async def _json_body(request: Request) -> dict[str, Any] | None:
+    try:
+        body = await request.json()
+    except json.JSONDecodeError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI()
     engine = state.engine
@@ -136,10 +144,9 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(http_request: Request) -> Response:
-        try:
-            body = await http_request.json()
-        except json.JSONDecodeError:
-            return _error(400, "request body is not valid JSON")
+        body = await _json_body(http_request)
+        if body is None:
+            return _error(400, "request body is not a JSON object")
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return _error(400, "'messages' must be a non-empty list")
@@ -169,10 +176,9 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/generate")
     async def generate(http_request: Request) -> Response:
-        try:
-            body = await http_request.json()
-        except json.JSONDecodeError:
-            return _error(400, "request body is not valid JSON")
+        body = await _json_body(http_request)
+        if body is None:
+            return _error(400, "request body is not a JSON object")
         text = body.get("text")
         if not isinstance(text, str) or not text:
             return _error(400, "'text' must be a non-empty string")

@@ -32,6 +32,20 @@ ORDER = (
 )
 
 
+def sweep_argv(tmp_path: Path, port: int, *overrides: str) -> list[str]:
+    """A 3-trial sweep's command line, for runs the test interrupts."""
+    return [
+        sys.executable,
+        "sweep.py",
+        "-m",
+        f"tracking.dir={tmp_path}",
+        f"server.port={port}",
+        *SMALL,
+        "search.n_trials=3",
+        *overrides,
+    ]
+
+
 def launched(folder: Path) -> bool:
     return (folder / "server.log").exists()
 
@@ -76,18 +90,14 @@ def test_known_configurations_are_never_launched_again(tmp_path):
 
 def test_a_sweep_killed_with_sigkill_resumes_cleanly(tmp_path):
     port = free_port()
-    argv = [
-        sys.executable,
-        "sweep.py",
-        "-m",
-        f"tracking.dir={tmp_path}",
-        f"server.port={port}",
-        *SMALL,
+    argv = sweep_argv(
+        tmp_path,
+        port,
         "engine.clock_scale=50",
-        "search.n_trials=3",
         "search.remeasure_baseline=false",
-        "search.enqueue=[{speculative_num_steps:2,speculative_eagle_topk:1,mem_fraction_static:0.85,hicache_size:0}]",
-    ]
+        "search.enqueue=[{speculative_num_steps:2,speculative_eagle_topk:1,"
+        "mem_fraction_static:0.85,hicache_size:0}]",
+    )
     first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     second_trial = tmp_path / "kimi-k25-eagle3" / "trial_0001" / "server.log"
     deadline = time.monotonic() + 120
@@ -160,17 +170,7 @@ def test_throughput_objective_needs_its_concurrency_level(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_mid_trial_stops_the_server_and_records_the_trial(tmp_path, sig):
     port = free_port()
-    argv = [
-        sys.executable,
-        "sweep.py",
-        "-m",
-        f"tracking.dir={tmp_path}",
-        f"server.port={port}",
-        *SMALL,
-        "engine.clock_scale=20",
-        "search.n_trials=3",
-        "search.baseline=false",
-    ]
+    argv = sweep_argv(tmp_path, port, "engine.clock_scale=20", "search.baseline=false")
     proc = subprocess.Popen(
         argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -133,8 +133,7 @@ def test_native_generate_api_measures_the_same_way(spec_server):
     assert 60 < result.metrics["tok_s"] < 200
 
 
-def test_adaptive_runs_stop_at_the_target_interval(spec_server):
-    info = spec_server.server_info()
+def adaptive_runs(server, target_ci_pct: float, max_runs: int) -> int:
     spec = BenchmarkSpec(
         model="m",
         max_tokens=128,
@@ -142,27 +141,16 @@ def test_adaptive_runs_stop_at_the_target_interval(spec_server):
         runs=2,
         requests_per_run=1,
         adaptive=True,
-        target_ci_pct=50.0,
-        max_runs=6,
+        target_ci_pct=target_ci_pct,
+        max_runs=max_runs,
     )
-    result = Benchmark(
-        spec_server.command.base_url, spec, ServerClock.from_server_info(info), speculative=True
-    ).run()
-    assert 2 <= len(result.runs) <= 6
-    strict = BenchmarkSpec(
-        model="m",
-        max_tokens=128,
-        warmup=0,
-        runs=2,
-        requests_per_run=1,
-        adaptive=True,
-        target_ci_pct=0.001,
-        max_runs=4,
-    )
-    capped = Benchmark(
-        spec_server.command.base_url, strict, ServerClock.from_server_info(info), speculative=True
-    ).run()
-    assert len(capped.runs) == 4  # the cap, since 0.001% is out of reach
+    clock = ServerClock.from_server_info(server.server_info())
+    return len(Benchmark(server.command.base_url, spec, clock, speculative=True).run().runs)
+
+
+def test_adaptive_runs_stop_at_the_target_interval(spec_server):
+    assert 2 <= adaptive_runs(spec_server, target_ci_pct=50.0, max_runs=6) <= 6
+    assert adaptive_runs(spec_server, target_ci_pct=0.001, max_runs=4) == 4  # out of reach: cap
 
 
 def test_window_pitfall_requests_in_flight_at_the_window_start(tmp_path, port):
