@@ -87,7 +87,33 @@ H200_NVLINK = HardwareProfile(
     verify_token_us=200.0,
 )
 
-HARDWARE = {p.name: p for p in (RTX_PRO_6000_PCIE, H200_NVLINK)}
+# 1x H100 SXM (80 GB HBM3): the EAGLE-3 paper's SGLang box (speculative-performance.md §3,
+# Table 4: Llama-3.1-8B, MT-bench, batch 1: 158.34 tok/s baseline, 373.25 tok/s with EAGLE-3).
+# TP 1, so allreduce and NCCL settings do not enter.
+H100_SXM = HardwareProfile(
+    name="h100_sxm",
+    gpu_memory_mib=81_559,  # 80 GB card as the driver reports it
+    hbm_gb_s=3_350,  # product spec
+    allreduce_latency_us=15.0,  # estimate: NVLink, only used with TP > 1
+    untuned_nccl_factor=1.0,
+    bus_gb_s=300.0,
+    tflops=600.0,  # estimate: well below the 989 TFLOPS BF16 peak
+    # calibrated: 158.34 tok/s = 6.32 ms per step; the weights read (15.0 GB at 3.35 TB/s) take
+    # 4.5 ms, host time 1.05 ms, the rest is launch-bound kernel time over 32 layers.
+    kernel_us_per_layer=22.0,
+    # estimate: SGLang PR #1401 measured Llama-3-8B at 9.28 -> 7.06 ms/token with CUDA graphs.
+    eager_us_per_layer=69.0,
+    host_step_ms=1.05,
+    host_step_no_overlap_ms=1.5,
+    host_ram_gb=1_024.0,  # assumption: a typical H100 server
+    draft_host_ms=0.3,  # calibrated with spec_host_* to the 373.25 tok/s of Table 4
+    spec_host_ms=1.0,
+    spec_host_no_overlap_ms=1.5,  # SGLang v0.4.4 (the paper's) ran EAGLE without overlap
+    activation_mib=4_000.0,  # estimate: 8B activations, torch and NCCL buffers
+    verify_token_us=30.0,  # estimate: 128K-vocab logits and tree mask on one H100
+)
+
+HARDWARE = {p.name: p for p in (RTX_PRO_6000_PCIE, H200_NVLINK, H100_SXM)}
 
 
 @dataclass(frozen=True)
@@ -132,7 +158,29 @@ KIMI_K25 = TargetProfile(
     context_length=262_144,
 )
 
-TARGETS = {p.name: p for p in (KIMI_K25,)}
+# Llama-3.1-8B-Instruct, BF16, dense: the single-GPU profile (1x H100, TP 1). A dense model is
+# one "shared" block per layer and no routed experts.
+LLAMA31_8B = TargetProfile(
+    name="llama31_8b",
+    architecture="LlamaForCausalLM",  # SGLang's auto speculative params: (5, 4, 8)
+    layers=32,
+    moe_layers=0,
+    hidden=4096,
+    experts=1,
+    experts_per_token=1,
+    expert_bytes=0.0,
+    # config.json: 8.03B params, of which embeddings and lm_head are 128,256 x 4,096 each
+    shared_bytes_per_layer=(8.03e9 - 2 * 128_256 * 4096) * 2 / 32,
+    lm_head_bytes=128_256 * 4096 * 2,
+    active_params=8.03e9,
+    kv_bytes_per_token=32 * 8 * 128 * 2 * 2,  # 32 layers x 8 KV heads x 128 x K,V x BF16
+    weights_mib_total=8.03e9 * 2 / MIB,
+    expert_correlation=1.0,  # no experts
+    load_s=25.0,  # estimate: 16 GB from page cache + graph capture on one GPU
+    context_length=131_072,
+)
+
+TARGETS = {p.name: p for p in (KIMI_K25, LLAMA31_8B)}
 
 
 @dataclass(frozen=True)
@@ -168,4 +216,12 @@ EAGLE3_37K_TTT5 = DrafterProfile(
 # AQ-MedAI's drafter trained for Kimi-K2-Instruct, used on K2.5 (seed row 5: worse than 10K).
 AQ_MEDAI_K2 = DrafterProfile("aq_medai_k2", "eagle3", 0.55, 0.85, 0.88, 6_000, 450, _EAGLE3_KV)
 
-DRAFTERS = {p.name: p for p in (EAGLE3_10K, EAGLE3_37K_TTT5, AQ_MEDAI_K2)}
+# lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B on MT-bench-like prompts. calibrated: 373.25 tok/s
+# at 5 steps / topk 8 / 32 draft tokens (the SGLang docs' EAGLE-3 example of the paper's era)
+# against the 158.34 baseline; the paper's tau is 6.1-6.7 with a 60-token, depth-6 tree.
+# ~0.4B params (1 layer + fc 3x4096->4096 + 32K-vocab head) in BF16; KV of 1 layer, 8 heads.
+EAGLE3_LLAMA31_8B = DrafterProfile(
+    "eagle3_llama31_8b", "eagle3", 0.80, 0.97, 0.79, 20_000, 760, 1 * 8 * 128 * 2 * 2
+)
+
+DRAFTERS = {p.name: p for p in (EAGLE3_10K, EAGLE3_37K_TTT5, AQ_MEDAI_K2, EAGLE3_LLAMA31_8B)}
