@@ -7,7 +7,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from harness.sim.engine import Chunk, Engine, SimRequest
+from harness.sim.faults import Faults
 from harness.sim.perf_model import MemoryPlan
 from harness.sim.text import token_text
 
@@ -36,6 +37,21 @@ class ServerState:
     simulator: dict[str, Any]
     status: str = "Starting"  # -> "Up" after the warm-up request, like SGLang
     started_at: float = field(default_factory=time.time)
+    faults: Faults = field(default_factory=Faults)
+    stop_listening: Callable[[], None] | None = None  # set by main once uvicorn exists
+    generation_requests: int = 0
+
+    def admit(self, request: SimRequest) -> None:
+        """Hand a client's generation request to the engine, applying the request faults."""
+        self.generation_requests += 1
+        n = self.generation_requests
+        if self.faults.stall_request == n:
+            request.stalled = True
+            log.warning("simulator: fault injected, request %s stalls after its first token", n)
+        self.engine.submit(request)
+        refuse_after = self.faults.refuse_connections_after
+        if refuse_after and n == refuse_after and self.stop_listening is not None:
+            self.stop_listening()
 
     @property
     def served_model_name(self) -> str:
@@ -159,7 +175,7 @@ def create_app(state: ServerState) -> FastAPI:
         request = engine.new_request(
             prompt, max_tokens, ignore_eos=bool(body.get("ignore_eos", False)), thinking=thinking
         )
-        engine.submit(request)
+        state.admit(request)
         separate = state.args.get("reasoning_parser") is not None and body.get(
             "separate_reasoning", True
         )
@@ -189,7 +205,7 @@ def create_app(state: ServerState) -> FastAPI:
         request = engine.new_request(
             text, max_new, ignore_eos=bool(params.get("ignore_eos", False)), thinking=True
         )
-        engine.submit(request)
+        state.admit(request)
         generation = _Generation(state, request)
         if body.get("stream"):
             return StreamingResponse(generation.stream(), media_type="text/event-stream")

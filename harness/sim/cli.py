@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="simulated start-up seconds (default: the target profile's load time)",
     )
+    sim.add_argument(
+        "--sim-fault",
+        action="append",
+        metavar="KIND[=VALUE]",
+        help="inject a fault (repeatable): crash-after-tokens=N, hang-at-startup, slow-start=S, "
+        "stall-request=N, refuse-connections, refuse-connections-after=N (harness/sim/faults.py)",
+    )
     return p
 
 

@@ -14,6 +14,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.sim.perf_model import PerfModel
@@ -74,6 +75,7 @@ class SimRequest:
     queue: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
     generated: int = 0
     verify_ct: int = 0
+    stalled: bool = False  # fault injection: no token after the first
 
     @property
     def limit(self) -> int:
@@ -111,6 +113,8 @@ class Engine:
         decode_log_interval: int,
         seed: int,
         drift_sigma: float = DRIFT_SIGMA,
+        crash_after_tokens: int | None = None,
+        on_crash: Callable[[int], None] | None = None,
     ):
         self.model = model
         self.drift_sigma = drift_sigma
@@ -130,6 +134,9 @@ class Engine:
         self._interval_tokens = 0
         self._interval_start = 0.0
         self._n_requests = 0
+        self._crash_after = crash_after_tokens
+        self._on_crash = on_crash
+        self._total_generated = 0  # since start-up, flushes included (for the crash fault)
 
     @property
     def speculative(self) -> bool:
@@ -175,6 +182,10 @@ class Engine:
         if request in self.running:
             self.running.remove(request)
 
+    def reset_fault_counters(self) -> None:
+        """At ready: the crash fault counts tokens generated for clients, not the warm-up's."""
+        self._total_generated = 0
+
     def flush(self) -> bool:
         """SGLang flushes (and resets the speculative counters) only when idle."""
         if not self.idle:
@@ -218,7 +229,7 @@ class Engine:
         self.counters.requests += len(new)
         for r in new:
             self._emit(r, 1)  # the first token comes from prefill
-        self.running.extend(r for r in new if r.generated < r.limit)
+        self.running.extend(r for r in new if r.generated < r.limit and not r.stalled)
         log.info(
             "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, "
             "#running-req: %d, #queue-req: %d, #pending-token: 0, cuda graph: False, "
@@ -264,6 +275,10 @@ class Engine:
         request.generated += n
         self.counters.generation_tokens += n
         self._interval_tokens += n
+        self._total_generated += n
+        if self._crash_after is not None and self._total_generated >= self._crash_after:
+            assert self._on_crash is not None
+            self._on_crash(self._total_generated)
         done = request.generated >= request.limit
         request.queue.put_nowait(
             Chunk(

@@ -22,6 +22,7 @@ import uvicorn
 from harness.sim.app import ServerState, create_app
 from harness.sim.cli import build_parser, resolve
 from harness.sim.engine import Engine, VirtualClock
+from harness.sim.faults import Faults
 from harness.sim.oracle import build_model
 from harness.sim.perf_model import MemoryPlan, PerfModel
 from harness.sim.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
@@ -67,8 +68,15 @@ def _die_like_sglang(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ns = build_parser().parse_args(argv)
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    try:
+        faults = Faults.parse(ns.sim_fault)
+    except ValueError as exc:
+        parser.error(str(exc))  # exit 2, like any bad flag
     _configure_logging(ns.tp_size)
+    if faults.any:
+        log.warning("simulator: injecting faults %s", faults)
     hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
     resolved = resolve(ns, target.architecture, hw.gpu_memory_mib)
     for message in resolved.warnings:
@@ -82,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     clock = VirtualClock(ns.sim_clock_scale)
     plan = model.memory_plan(args["mem_fraction_static"])
     log.info("server_args=%s", {k: v for k, v in args.items() if not k.startswith("sim_")})
-    _start_up(model, plan, args, clock)
+    _start_up(model, plan, args, clock, faults)
 
     engine = Engine(
         model,
@@ -92,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
         decode_log_interval=args["decode_log_interval"],
         seed=ns.sim_seed,
         drift_sigma=ns.sim_drift,
+        crash_after_tokens=faults.crash_after_tokens,
+        on_crash=_crash_out_of_memory,
     )
     simulator = {
         "simulated": True,
@@ -104,7 +114,12 @@ def main(argv: list[str] | None = None) -> None:
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     state = ServerState(
-        engine, args, ["python", "-m", "sglang.launch_server", *sys.argv[1:]], plan, simulator
+        engine,
+        args,
+        ["python", "-m", "sglang.launch_server", *sys.argv[1:]],
+        plan,
+        simulator,
+        faults=faults,
     )
     _serve(state, args["host"], args["port"])
 
@@ -113,9 +128,26 @@ def _sleep_virtual(clock: VirtualClock, seconds: float) -> None:
     time.sleep(seconds / clock.scale)
 
 
-def _start_up(model: PerfModel, plan: MemoryPlan, args: dict, clock: VirtualClock) -> None:
+def _crash_out_of_memory(generated: int) -> None:
+    """The crash-after-tokens fault: a decode-time OOM, which kills the server like SGLang's."""
+    _die_like_sglang(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. "
+        f"(simulated fault after {generated} generated tokens)"
+    )
+
+
+def _start_up(
+    model: PerfModel, plan: MemoryPlan, args: dict, clock: VirtualClock, faults: Faults
+) -> None:
     gb = plan.gpu_mib / 1024
     log.info("Load weight begin. avail mem=%.2f GB", gb)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    if faults.hang_at_startup:
+        while True:  # e.g. a stuck NCCL init or a hung filesystem: alive, silent, never ready
+            time.sleep(3600)
+    if faults.slow_start_s:
+        time.sleep(faults.slow_start_s)
     if plan.failure == "host_oom":
         _sleep_virtual(clock, 5)
         log.error(
@@ -181,6 +213,14 @@ def _serve(state: ServerState, host: str, port: int) -> None:
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
 
+    def stop_listening() -> None:
+        """The refuse-connections faults: the process lives on, the port accepts nothing."""
+        for listener in server.servers:
+            listener.close()
+        log.warning("simulator: fault injected, no longer accepting connections")
+
+    state.stop_listening = stop_listening
+
     async def warm_up_then_ready() -> None:
         while not server.started:
             await asyncio.sleep(0.01)
@@ -188,6 +228,9 @@ def _serve(state: ServerState, host: str, port: int) -> None:
         state.engine.submit(request)
         while (await request.queue.get()).finish_reason is None:
             pass
+        state.engine.reset_fault_counters()
+        if state.faults.refuse_connections_after == 0:
+            stop_listening()
         state.status = "Up"
         log.info("The server is fired up and ready to roll!")
 

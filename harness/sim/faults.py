@@ -1,0 +1,73 @@
+"""Faults on demand, for tests and for `benchmarks/faults.py`: `--sim-fault KIND[=VALUE]`.
+
+Each fault is something a real SGLang server does to a sweep left running overnight:
+
+    crash-after-tokens=N       the scheduler runs out of GPU memory once N tokens have been
+                               generated (SGLang's OOM text, then the launcher SIGKILLs itself)
+    hang-at-startup            start-up stops after "Load weight begin" and never gets further
+    slow-start=S               start-up takes S more wall seconds than the model says
+    stall-request=N            the N-th generation request gets its first token, then no more
+    refuse-connections         the ready line is printed but the HTTP port accepts nothing
+    refuse-connections-after=N after N generation requests the port stops accepting connections
+                               (the process stays alive)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KINDS = {
+    "crash-after-tokens": int,
+    "hang-at-startup": None,
+    "slow-start": float,
+    "stall-request": int,
+    "refuse-connections": None,
+    "refuse-connections-after": int,
+}
+
+_NOUN = {int: "an integer", float: "a number"}
+
+
+@dataclass(frozen=True)
+class Faults:
+    crash_after_tokens: int | None = None
+    hang_at_startup: bool = False
+    slow_start_s: float = 0.0
+    stall_request: int | None = None
+    refuse_connections_after: int | None = None  # 0: from the start
+
+    @classmethod
+    def parse(cls, specs: list[str] | None) -> Faults:
+        values: dict[str, object] = {}
+        for spec in specs or []:
+            kind, _, raw = spec.partition("=")
+            if kind not in KINDS:
+                raise ValueError(f"unknown --sim-fault {kind!r}; known: {', '.join(sorted(KINDS))}")
+            convert = KINDS[kind]
+            if convert is None:
+                if raw:
+                    raise ValueError(f"--sim-fault {kind} takes no value, got {raw!r}")
+                value: object = True
+            else:
+                try:
+                    value = convert(raw)
+                except ValueError:
+                    raise ValueError(
+                        f"--sim-fault {kind}=VALUE needs {_NOUN[convert]}, got {raw!r}"
+                    ) from None
+                if value < 0:  # type: ignore[operator]
+                    raise ValueError(f"--sim-fault {kind} must be >= 0, got {raw}")
+            values[kind] = value
+        return cls(
+            crash_after_tokens=values.get("crash-after-tokens"),  # type: ignore[arg-type]
+            hang_at_startup=bool(values.get("hang-at-startup")),
+            slow_start_s=float(values.get("slow-start", 0.0)),  # type: ignore[arg-type]
+            stall_request=values.get("stall-request"),  # type: ignore[arg-type]
+            refuse_connections_after=(
+                0 if values.get("refuse-connections") else values.get("refuse-connections-after")  # type: ignore[arg-type]
+            ),
+        )
+
+    @property
+    def any(self) -> bool:
+        return self != Faults()

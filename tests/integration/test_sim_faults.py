@@ -1,0 +1,123 @@
+"""The simulator's fault switches do what harness/sim/faults.py says, seen from outside."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from harness.command import build_server_command
+from harness.errors import ServerOOM, ServerStartTimeout
+from harness.server import Server
+from harness.sim.faults import Faults
+from tests.conftest import kimi_server, sim_engine
+
+
+def start(tmp_path, port, *faults: str, clock_scale: float = 200.0) -> Server:
+    extra = [arg for fault in faults for arg in ("--sim-fault", fault)]
+    cmd = build_server_command(
+        kimi_server(port), sim_engine(clock_scale, "--sim-load-s", "2", *extra)
+    )
+    return Server(cmd, tmp_path / "server.log", ready_timeout_s=30, stop_grace_s=5)
+
+
+def generate(port: int, max_new_tokens: int, timeout: float = 30) -> httpx.Response:
+    body = {"text": "2+2?", "sampling_params": {"max_new_tokens": max_new_tokens}}
+    return httpx.post(f"http://127.0.0.1:{port}/generate", json=body, timeout=timeout)
+
+
+def test_crash_after_tokens_dies_with_sglangs_oom_text_and_sigkill(tmp_path, port):
+    with start(tmp_path, port, "crash-after-tokens=200") as server:
+        server.wait_ready()
+        assert generate(port, 50).status_code == 200  # below the threshold: fine
+        with pytest.raises(httpx.HTTPError):
+            generate(port, 2000)
+        deadline = time.monotonic() + 10
+        while server.returncode is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.returncode == -9
+        log = server.log_text()
+        assert "torch.OutOfMemoryError: CUDA out of memory" in log
+        assert "Received sigquit from a child process" in log
+        with pytest.raises(ServerOOM):
+            server.raise_if_exited("benchmark")
+
+
+def test_stalled_request_gets_one_token_and_the_next_request_is_served(tmp_path, port):
+    with start(tmp_path, port, "stall-request=1") as server:
+        server.wait_ready()
+        body = {"text": "hi", "sampling_params": {"max_new_tokens": 100}, "stream": True}
+        chunks = 0
+        with (
+            pytest.raises(httpx.ReadTimeout),
+            httpx.stream(
+                "POST", f"http://127.0.0.1:{port}/generate", json=body, timeout=2
+            ) as response,
+        ):
+            for line in response.iter_lines():
+                chunks += line.startswith("data: {")
+        assert chunks == 1
+        assert generate(port, 50).status_code == 200
+
+
+def test_refuse_connections_prints_ready_but_accepts_nothing(tmp_path, port):
+    with start(tmp_path, port, "refuse-connections") as server:
+        deadline = time.monotonic() + 20
+        while "fired up" not in server.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "fired up" in server.log_text()
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+        assert server.returncode is None  # alive
+
+
+def test_refuse_connections_after_n_requests(tmp_path, port):
+    with start(tmp_path, port, "refuse-connections-after=1") as server:
+        server.wait_ready()
+        assert generate(port, 20).status_code == 200
+        with pytest.raises(httpx.ConnectError):
+            generate(port, 20, timeout=2)
+
+
+def test_hang_at_startup_never_gets_ready(tmp_path, port):
+    server = start(tmp_path, port, "hang-at-startup")
+    server.ready_timeout_s = 2
+    with server, pytest.raises(ServerStartTimeout):
+        server.wait_ready()
+    assert "Load weight begin" in server.log_text()
+    assert "Load weight end" not in server.log_text()
+
+
+def test_slow_start_adds_wall_seconds(tmp_path, port):
+    with start(tmp_path, port, "slow-start=1.5") as server:
+        t0 = time.monotonic()
+        server.wait_ready()
+        assert time.monotonic() - t0 >= 1.5
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("explode", "unknown --sim-fault 'explode'"),
+        ("stall-request=x", "needs an integer"),
+        ("hang-at-startup=3", "takes no value"),
+    ],
+)
+def test_bad_fault_is_a_usage_error(fault, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.sim", "--model-path", "m", "--sim-fault", fault],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_fault_parsing():
+    faults = Faults.parse(["crash-after-tokens=10", "refuse-connections"])
+    assert faults.crash_after_tokens == 10 and faults.refuse_connections_after == 0
+    assert not Faults.parse([]).any
