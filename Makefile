@@ -4,7 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: sweep test lint bench ui clean
+COMPAT := .venv-compat
+# SGLang's own argument parser without its GPU stack (shared/reference/install-notes.md): the
+# wheel without dependencies, torch's CPU wheel and the pure-Python modules its parser imports.
+COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic \
+	pyzmq tqdm ipython aiohttp
+
+.PHONY: sweep test compat lint bench ui clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +27,19 @@ test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest
 
+## Every launch command the shipped configs produce, parsed by SGLang 0.5.23's own parser (and
+## the simulator's, which must agree). CI runs it after the tests.
+compat: $(STAMP) $(COMPAT)/.installed
+	$(PY) -m sweep.compat --python $(COMPAT)/bin/python --json benchmarks/out/compat.json
+
+$(COMPAT)/.installed:
+	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
+	$(COMPAT)/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT)/bin/python -m pip install --quiet torch==2.13.0
+	$(COMPAT)/bin/python -m pip install --quiet --no-deps sglang==0.5.23
+	$(COMPAT)/bin/python -m pip install --quiet $(COMPAT_DEPS)
+	touch $@
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
@@ -35,4 +54,4 @@ ui: $(STAMP)
 		--backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000 --workers 1
 
 clean:
-	rm -rf results outputs multirun .pytest_cache
+	rm -rf results outputs multirun .pytest_cache $(COMPAT)

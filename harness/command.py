@@ -12,6 +12,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from harness.errors import ConfigError
+from harness.flags import version_problems
 from harness.spec import EngineSpec, ServerSpec
 
 # ServerSpec fields that are not SGLang flags (handled below or not flags at all).
@@ -75,11 +77,19 @@ def server_flags(spec: ServerSpec, sglang_version: str = "0.5.23") -> list[str]:
 
 
 def build_server_command(spec: ServerSpec, engine: EngineSpec) -> ServerCommand:
+    """The launch, refused here (ConfigError) if the engine's SGLang version would reject a flag."""
     program = list(engine.program)
     if program[0] == "python":
         # Same interpreter as the harness, so the venv's packages are the ones that run.
         program[0] = sys.executable
-    argv = [*program, *server_flags(spec, engine.sglang_version), *engine.extra_args]
+    flags = server_flags(spec, engine.sglang_version)
+    problems = version_problems([*flags, *engine.extra_args], engine.sglang_version)
+    if problems:
+        raise ConfigError(
+            f"this launch would fail on SGLang {engine.sglang_version} "
+            f"(engine.sglang_version): " + " ".join(problems)
+        )
+    argv = [*program, *flags, *engine.extra_args]
     return ServerCommand(
         argv=tuple(argv),
         env=dict(spec.env),

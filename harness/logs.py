@@ -21,6 +21,12 @@ _OOM_PATTERNS = (
     re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
     re.compile(r"Loaded weights leave no GPU memory for the KV cache"),
     re.compile(r"scheduler died during initialization \(exit code: -9\)"),
+    # 0.5.1: "Rank 0 scheduler is dead. Please check ..." then "Exit code: -9" on its own line
+    re.compile(r"scheduler is dead\.[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*Exit code: -9"),
+)
+_HOST_OOM = re.compile(
+    r"scheduler died during initialization \(exit code: -9\)"
+    r"|scheduler is dead\.[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*Exit code: -9"
 )
 
 _DECODE = re.compile(
@@ -78,7 +84,7 @@ def oom_kind(text: str) -> str | None:
     """Which way memory ran out: the direction the next configuration must move away from."""
     if re.search(r"Not enough memory\. Please try|Loaded weights leave no GPU memory", text):
         return "kv_pool"  # mem_fraction_static too low for weights + KV pool
-    if "scheduler died during initialization (exit code: -9)" in text:
+    if _HOST_OOM.search(text):
         return "host"  # the OOM killer: host memory (the HiCache pool) ran out
     if mentions_oom(text):
         return "gpu"  # activations / CUDA graphs did not fit beside the static pool

@@ -109,11 +109,15 @@ def summarize_run(
 
 
 def accept_from_requests(records: Sequence[RequestRecord]) -> float | None:
-    """Per-request server meta: generated tokens per verify step (SGLang's definition)."""
+    """Per-request server meta: tokens from verify steps per verify step.
+
+    SGLang's own `spec_accept_length` divides all completion tokens, so the first one (which
+    prefill produced) inflates short requests; leaving it out matches the decode log line and
+    the /metrics counters, and a bypassed drafter reads exactly 1.0."""
     with_meta = [r for r in records if r.ok and r.verify_ct]
     if not with_meta:
         return None
-    return sum(r.completion_tokens or 0 for r in with_meta) / sum(
+    return sum((r.completion_tokens or 1) - 1 for r in with_meta) / sum(
         r.verify_ct or 0 for r in with_meta
     )
 

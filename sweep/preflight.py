@@ -8,8 +8,6 @@ simulator it all takes a couple of seconds.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import os
 import resource
@@ -21,6 +19,8 @@ from pathlib import Path
 import httpx
 from omegaconf import DictConfig, OmegaConf
 
+from harness.errors import ConfigError
+from harness.flags import engine_python, installed_sglang_version, surface_of
 from harness.gpu import gpu_inventory, gpu_processes
 from harness.server import leftover_pid, port_is_free
 from sweep.drafter_gate import drafter_problems
@@ -69,24 +69,28 @@ def check_engine(cfg: DictConfig) -> Check:
     wanted = cfg.engine.sglang_version
     if cfg.engine.name == "sim":
         return Check("engine", "pass", f"simulator (harness.sim), SGLang {wanted} surface")
-    if importlib.util.find_spec("sglang") is None:
+    program = tuple(cfg.engine.program)
+    python = engine_python((sys.executable, *program[1:]) if program[0] == "python" else program)
+    version = installed_sglang_version(python) if python else None
+    if version is None:
         return Check(
             "engine",
             "fail",
-            "SGLang is not importable in this environment",
+            f"SGLang is not installed for {python or program[0]}",
             "pip install -e '.[sglang]' (or point engine.program at its python)",
         )
-    version = importlib.metadata.version("sglang")
-    numbers = tuple(int(x) for x in version.split(".")[:3] if x.isdigit())
-    speaks = "0.5.1" if numbers < (0, 5, 2) else "0.5.23"  # flag names changed in between
-    if speaks != wanted:
+    try:
+        speaks = surface_of(version)
+    except ConfigError as exc:
+        return Check("engine", "fail", str(exc), "install SGLang 0.5.23 (or 0.5.1.x)")
+    if wanted is not None and speaks != wanted:
         return Check(
             "engine",
             "fail",
             f"SGLang {version} is installed; the configs speak the {wanted} flag set",
-            f"set engine.sglang_version={speaks}",
+            f"set engine.sglang_version={speaks} (or leave it unset to detect it)",
         )
-    return Check("engine", "pass", f"SGLang {version}, {wanted} flag set")
+    return Check("engine", "pass", f"SGLang {version}, {speaks} flag set")
 
 
 def check_gpus(cfg: DictConfig, space: SearchSpace) -> list[Check]:

@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from harness.errors import ConfigError, PortInUse, SpecsweepError
 from harness.results import Outcome, TrialResult
-from sweep.config import build_trial_spec, check_drafter, setup_key
+from sweep.config import build_trial_spec, check_drafter, check_launch_flags, setup_key
 from sweep.console import console
 from sweep.search import Objective
 from sweep.space import SearchSpace
@@ -113,11 +113,12 @@ class SpecsweepSweeperImpl(Sweeper):
         space = SearchSpace.from_config(search.space)
         # Compose and freeze a trial and the baseline now: a typo costs a second, not a load.
         trial_cfg = self.compose(arguments)
-        check_drafter(trial_cfg, build_trial_spec(trial_cfg))
+        trial_spec = build_trial_spec(trial_cfg)
+        check_drafter(trial_cfg, trial_spec)
+        baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check"))
+        check_launch_flags([trial_spec, build_trial_spec(baseline_cfg)])
         if trial_cfg.preflight:
             self._preflight(trial_cfg)
-        baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check"))
-        build_trial_spec(baseline_cfg)
         return {"space": space, "objective": objective, "setup_key": setup_key(baseline_cfg)}
 
     @staticmethod

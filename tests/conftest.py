@@ -23,14 +23,21 @@ def port() -> int:
     return free_port()
 
 
-def sim_engine(clock_scale: float = 200.0, *extra: str, ready_timeout_s: float = 60) -> EngineSpec:
+def sim_engine(
+    clock_scale: float = 200.0, *extra: str, ready_timeout_s: float = 60, version: str = "0.5.23"
+) -> EngineSpec:
     return EngineSpec(
         name="sim",
         program=(sys.executable, "-m", "harness.sim"),
+        sglang_version=version,
         ready_timeout_s=ready_timeout_s,
         stop_grace_s=10,
-        extra_args=("--sim-clock-scale", str(clock_scale), *extra),
+        extra_args=("--sim-clock-scale", str(clock_scale), "--sim-sglang-version", version, *extra),
     )
+
+
+# Kimi's reasoning parser under each SGLang surface (0.5.1 predates "kimi_k2").
+KIMI_PARSER = {"0.5.23": "kimi_k2", "0.5.1": "kimi"}
 
 
 def kimi_server(port: int, **overrides) -> ServerSpec:

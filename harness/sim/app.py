@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from harness.sim.cli import reported_args
 from harness.sim.engine import Chunk, Engine, SimRequest
 from harness.sim.faults import Faults
 from harness.sim.perf_model import MemoryPlan
@@ -54,6 +55,11 @@ class ServerState:
             self.stop_listening()
 
     @property
+    def legacy(self) -> bool:
+        """Speak SGLang 0.5.1.post3 (endpoints, metrics, per-request fields) instead of 0.5.23."""
+        return self.simulator.get("sglang_version") == "0.5.1"
+
+    @property
     def served_model_name(self) -> str:
         return self.args.get("served_model_name") or self.args["model_path"]
 
@@ -76,21 +82,36 @@ def create_app(state: ServerState) -> FastAPI:
     engine = state.engine
 
     def server_info() -> dict[str, Any]:
+        version = "0.5.1" if state.legacy else "0.5.23"
+        args = reported_args(state.args, version)
         internal: dict[str, Any] = {
-            **state.args,
+            **args,
             "last_gen_throughput": engine.counters.last_gen_throughput,
             "memory_usage": {
                 "weight": round(state.plan.weights_mib / 1024, 2),
                 "kvcache": round(state.plan.kv_pool_mib / 1024, 2),
                 "token_capacity": state.plan.kv_tokens,
-                "graph": round(state.plan.graph_mib / 1024, 2),
+                "graph" if version == "0.5.23" else "cuda_graph": round(
+                    state.plan.graph_mib / 1024, 2
+                ),
             },
         }
         accept = engine.avg_accept_length()
         if accept is not None:
             internal["avg_spec_accept_length"] = accept
+        if state.legacy:
+            internal["load"] = len(engine.running) + len(engine.waiting)
+            return {
+                **args,
+                "status": "ready" if state.status == "Up" else "starting",
+                "max_total_num_tokens": state.plan.kv_tokens,
+                "max_req_input_len": state.plan.kv_tokens - 1,
+                "internal_states": [internal],
+                "version": "0.5.1.post3",
+                "simulator": state.simulator,
+            }
         return {
-            **state.args,
+            **args,
             "launch_command": state.launch_command,
             "status": "ready" if state.status == "Up" else "starting",
             "max_total_num_tokens": state.plan.kv_tokens,
@@ -101,24 +122,42 @@ def create_app(state: ServerState) -> FastAPI:
             "simulator": state.simulator,
         }
 
-    @app.get("/server_info")
-    async def get_server_info() -> dict[str, Any]:
-        return server_info()
+    if state.legacy:  # 0.5.1 has only /get_server_info and /get_model_info
 
-    @app.get("/get_server_info")
-    async def get_server_info_deprecated() -> dict[str, Any]:
-        log.warning("Endpoint '/get_server_info' is deprecated; use '/server_info' instead.")
-        return server_info()
+        @app.get("/get_server_info")
+        async def get_server_info_legacy() -> dict[str, Any]:
+            return server_info()
 
-    @app.get("/model_info")
-    async def model_info() -> dict[str, Any]:
-        return {
-            "model_path": state.args["model_path"],
-            "served_model_name": state.served_model_name,
-            "is_generation": True,
-            "reasoning_parser": state.args.get("reasoning_parser"),
-            "architectures": [state.simulator["target_architecture"]],
-        }
+        @app.get("/get_model_info")
+        async def model_info_legacy() -> dict[str, Any]:
+            return {
+                "model_path": state.args["model_path"],
+                "tokenizer_path": state.args.get("tokenizer_path") or state.args["model_path"],
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+            }
+
+    else:
+
+        @app.get("/server_info")
+        async def get_server_info() -> dict[str, Any]:
+            return server_info()
+
+        @app.get("/get_server_info")
+        async def get_server_info_deprecated() -> dict[str, Any]:
+            log.warning("Endpoint '/get_server_info' is deprecated; use '/server_info' instead.")
+            return server_info()
+
+        @app.get("/model_info")
+        async def model_info() -> dict[str, Any]:
+            return {
+                "model_path": state.args["model_path"],
+                "served_model_name": state.served_model_name,
+                "is_generation": True,
+                "reasoning_parser": state.args.get("reasoning_parser"),
+                "architectures": [state.simulator["target_architecture"]],
+            }
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -219,6 +258,8 @@ def spec_meta(state: ServerState, request: SimRequest) -> dict[str, Any]:
     spec = state.engine.model.spec
     if spec is None or request.verify_ct == 0:
         return {}
+    if state.legacy:  # 0.5.1.post3 reports only the verify count
+        return {"spec_verify_ct": request.verify_ct}
     correct = request.generated - 1 - request.verify_ct  # accepted drafts (bonus and prefill out)
     proposed = request.verify_ct * (spec.draft_tokens - 1)
     return {
@@ -237,6 +278,7 @@ class _Generation:
         self.state = state
         self.request = request
         self.text: list[str] = []
+        self.started = time.time()
 
     def _meta(self, finish: str | None) -> dict[str, Any]:
         r = self.request
@@ -246,8 +288,9 @@ class _Generation:
             "prompt_tokens": r.prompt_tokens,
             "completion_tokens": r.generated,
             "cached_tokens": 0,
-            "reasoning_tokens": min(r.generated, r.thinking_tokens),
         }
+        if not self.state.legacy:
+            meta["reasoning_tokens"] = min(r.generated, r.thinking_tokens)
         if finish is not None:
             meta["finish_reason"] = (
                 {"type": "length", "length": r.generated}
@@ -255,6 +298,7 @@ class _Generation:
                 else {"type": "stop", "matched": None}
             )
             meta.update(spec_meta(self.state, r))
+            meta["e2e_latency"] = round(time.time() - self.started, 6)
         return meta
 
     def _add(self, chunk: Chunk) -> None:
@@ -323,7 +367,8 @@ class _Completion:
 
     def usage(self) -> dict[str, Any]:
         r = self.request
-        reasoning = min(r.generated, r.thinking_tokens)
+        # 0.5.1 always reports 0 reasoning tokens for chat completions
+        reasoning = 0 if self.state.legacy else min(r.generated, r.thinking_tokens)
         usage: dict[str, Any] = {
             "prompt_tokens": r.prompt_tokens,
             "completion_tokens": r.generated,
@@ -343,7 +388,8 @@ class _Completion:
             "choices": choices,
             "usage": usage,
         }
-        details = spec_meta(self.state, self.request) if self.spec_details and not choices else {}
+        wanted = self.spec_details and not choices and not self.state.legacy  # 0.5.23 only
+        details = spec_meta(self.state, self.request) if wanted else {}
         if details:
             payload["sglext"] = {"spec_tokens_details": details}
         return f"data: {json.dumps(payload)}\n\n"
@@ -396,28 +442,36 @@ class _Completion:
 
 
 def prometheus_text(state: ServerState) -> str:
-    """The metric names SGLang 0.5.23 exports (§6), with its label set."""
+    """The metric names SGLang exports (§6) for the version spoken, with its label set."""
     engine, c = state.engine, state.engine.counters
-    labels = f'model_name="{state.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"'
+    labels = f'model_name="{state.served_model_name}",engine_type="unified",tp_rank="0"'
+    if not state.legacy:
+        labels += ',pp_rank="0"'
     gauges = {
         "sglang:num_running_reqs": len(engine.running),
         "sglang:num_queue_reqs": len(engine.waiting),
         "sglang:gen_throughput": c.last_gen_throughput,
-        "sglang:max_total_num_tokens": state.plan.kv_tokens,
-        "sglang:is_cuda_graph": int(engine.model.dep.cuda_graph),
     }
+    if state.legacy:
+        gauges["sglang:num_used_tokens"] = engine.kv_used()
+        gauges["sglang:token_usage"] = engine.kv_used() / max(state.plan.kv_tokens, 1)
+        gauges["sglang:cache_hit_rate"] = 0.0
+    else:
+        gauges["sglang:max_total_num_tokens"] = state.plan.kv_tokens
+        gauges["sglang:is_cuda_graph"] = int(engine.model.dep.cuda_graph)
     if engine.speculative:
         spec = engine.model.spec
         assert spec is not None
         gauges["sglang:spec_accept_length"] = c.last_accept_len or 0.0
-        gauges["sglang:spec_num_steps"] = spec.steps
-        gauges["sglang:spec_num_draft_tokens"] = spec.draft_tokens
+        if not state.legacy:
+            gauges["sglang:spec_num_steps"] = spec.steps
+            gauges["sglang:spec_num_draft_tokens"] = spec.draft_tokens
     counters = {
         "sglang:prompt_tokens_total": c.prompt_tokens,
         "sglang:generation_tokens_total": c.generation_tokens,
         "sglang:num_requests_total": c.requests,
     }
-    if engine.speculative:
+    if engine.speculative and not state.legacy:
         counters["sglang:spec_verify_calls_total"] = c.verify_calls
     lines = []
     for name, value in gauges.items():

@@ -45,8 +45,30 @@ class _DeprecatedStoreTrue(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sglang serve")
+REASONING_PARSERS_0_5_1 = [
+    "deepseek-r1",
+    "deepseek-v3",
+    "glm45",
+    "gpt-oss",
+    "kimi",
+    "qwen3",
+    "qwen3-thinking",
+    "step3",
+]
+VERSIONS = ("0.5.23", "0.5.1")
+
+
+def sglang_version_of(argv: list[str] | None) -> str:
+    """The surface to speak, read before the real parser is built (its flags depend on it)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--sim-sglang-version", choices=VERSIONS, default="0.5.23")
+    return pre.parse_known_args(argv)[0].sim_sglang_version
+
+
+def build_parser(version: str = "0.5.23") -> argparse.ArgumentParser:
+    """SGLang's parser for `version`: 0.5.23 (sglang serve) or 0.5.1.post3 (launch_server)."""
+    legacy = version == "0.5.1"
+    p = argparse.ArgumentParser(prog="launch_server.py" if legacy else "sglang serve")
     a = p.add_argument
     a("--model-path", "--model", dest="model_path", required=True)
     a("--tokenizer-path")
@@ -70,39 +92,61 @@ def build_parser() -> argparse.ArgumentParser:
     a("--stream-interval", type=int, default=1)
     a("--disable-overlap-schedule", action="store_true")
     a("--num-continuous-decode-steps", type=int, default=1)  # no consumer in SGLang either
-    a(
-        "--enable-hierarchical-cache",
-        "--enable-hicache",
-        dest="enable_hierarchical_cache",
-        action="store_true",
-    )
-    a("--hicache-ratio", type=float)
+    if legacy:
+        a("--enable-hierarchical-cache", action="store_true")
+        a("--hicache-ratio", type=float, default=2.0)
+    else:
+        a(
+            "--enable-hierarchical-cache",
+            "--enable-hicache",
+            dest="enable_hierarchical_cache",
+            action="store_true",
+        )
+        a("--hicache-ratio", type=float)
     a("--hicache-size", type=int, default=0)
-    a("--cuda-graph-max-bs-decode", type=int)
-    a("--cuda-graph-max-bs-prefill", type=int)
-    a("--cuda-graph-bs-decode", type=int, nargs="+")
-    a("--cuda-graph-bs-prefill", type=int, nargs="+")
-    a("--cuda-graph-backend-decode", choices=["full", "breakable", "disabled"], default="full")
-    a("--cuda-graph-backend-prefill", choices=["full", "breakable", "disabled"], default="full")
-    a("--disable-cuda-graph", action=_DeprecatedStoreTrue)
+    if legacy:
+        a("--cuda-graph-max-bs", dest="cuda_graph_max_bs_decode", type=int)
+        a("--cuda-graph-bs", dest="cuda_graph_bs_decode", type=int, nargs="+")
+        a("--disable-cuda-graph", action="store_true")
+    else:
+        a("--cuda-graph-max-bs-decode", type=int)
+        a("--cuda-graph-max-bs-prefill", type=int)
+        a("--cuda-graph-bs-decode", type=int, nargs="+")
+        a("--cuda-graph-bs-prefill", type=int, nargs="+")
+        a("--cuda-graph-backend-decode", choices=["full", "breakable", "disabled"], default="full")
+        a("--cuda-graph-backend-prefill", choices=["full", "breakable", "disabled"], default="full")
+        a("--disable-cuda-graph", action=_DeprecatedStoreTrue)
     a("--disable-custom-all-reduce", action="store_true")
-    a("--speculative-algorithm")
+    if legacy:
+        a("--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN"])
+    else:
+        a("--speculative-algorithm")  # no choices at parse time: validated later
     a(
         "--speculative-draft-model-path",
         "--speculative-draft-model",
         dest="speculative_draft_model_path",
     )
-    a("--speculative-draft-model-revision")
+    if not legacy:
+        a("--speculative-draft-model-revision")
     a("--speculative-num-steps", type=int)
     a("--speculative-eagle-topk", type=int)
     a("--speculative-num-draft-tokens", type=int)
     a("--speculative-token-map")
-    a("--reasoning-parser", choices=REASONING_PARSERS)
+    a(
+        "--reasoning-parser",
+        choices=REASONING_PARSERS_0_5_1 if legacy else REASONING_PARSERS,
+    )
     a("--tool-call-parser")
     a("--enable-metrics", action="store_true")
     a("--log-level", default="info")
     a("--decode-log-interval", type=int, default=40)
     sim = p.add_argument_group("simulator (not SGLang flags)")
+    sim.add_argument(
+        "--sim-sglang-version",
+        choices=VERSIONS,
+        default="0.5.23",
+        help="whose flags, adjustments, endpoints, log lines and metrics to speak",
+    )
     sim.add_argument(
         "--sim-clock-scale", type=float, default=1.0, help="simulated seconds per wall second"
     )
@@ -143,7 +187,14 @@ class Resolved:
     warnings: list[str] = field(default_factory=list)
 
 
-def _auto_speculative_params(architecture: str, algorithm: str) -> tuple[int, int, int]:
+_AUTO_3_1_4_0_5_1 = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "GptOssForCausalLM")
+
+
+def _auto_speculative_params(
+    architecture: str, algorithm: str, version: str = "0.5.23"
+) -> tuple[int, int, int]:
+    if version == "0.5.1":  # everything else falls back to (5, 4, 8) there
+        return (3, 1, 4) if architecture in _AUTO_3_1_4_0_5_1 else (5, 4, 8)
     if algorithm == "STANDALONE":
         return 3, 1, 4
     if architecture in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"):
@@ -159,8 +210,18 @@ def _auto_mem_fraction(gpu_mib: float, tp: int, chunked: int, graph_max_bs: int)
     return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
+def _auto_mem_fraction_0_5_1(gpu_mib: float, tp: int, speculative: bool) -> float:
+    """SGLang 0.5.1.post3 server_args: a reserve by GPU size, 2 GiB more with speculation."""
+    reserved = (12 + tp / 2) * 1024 if gpu_mib < 160 * 1024 else (16 + tp / 2) * 1024
+    if speculative:
+        reserved += 2 * 1024  # draft model and larger CUDA-graph buffers
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
 def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolved:
     """Apply SGLang's automatic adjustments. Raises AssertionError/ValueError as SGLang does."""
+    if getattr(ns, "sim_sglang_version", "0.5.23") == "0.5.1":
+        return _resolve_0_5_1(ns, architecture, gpu_mib)
     args = dict(vars(ns))
     out = Resolved(args)
 
@@ -231,4 +292,66 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
     args["cuda_graph_max_bs_decode"] = min(
         args["cuda_graph_max_bs_decode"], args["max_running_requests"]
     )
+    return out
+
+
+def _resolve_0_5_1(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolved:
+    """0.5.1.post3's __post_init__ (reference/sglang.md §2b): EAGLE forces overlap off."""
+    args = dict(vars(ns))
+    out = Resolved(args)
+    if args["chunked_prefill_size"] is None:
+        args["chunked_prefill_size"] = 8192
+    args["cuda_graph_enabled"] = not args["disable_cuda_graph"]
+    if args["cuda_graph_max_bs_decode"] is None:
+        args["cuda_graph_max_bs_decode"] = 256 if args["tp_size"] < 4 else 512
+    algo = args["speculative_algorithm"]
+    if algo == "NEXTN":
+        algo = args["speculative_algorithm"] = "EAGLE"
+    if algo in ("EAGLE", "EAGLE3"):
+        if args["max_running_requests"] is None:
+            args["max_running_requests"] = 48  # silently, in this version
+        args["disable_overlap_schedule"] = True
+        out.warnings.append(
+            "Overlap scheduler is disabled because of using eagle speculative decoding."
+        )
+        if args["speculative_num_steps"] is None:
+            assert args["speculative_eagle_topk"] is None
+            assert args["speculative_num_draft_tokens"] is None
+            steps, topk, draft = _auto_speculative_params(architecture, algo, "0.5.1")
+            args["speculative_num_steps"] = steps
+            args["speculative_eagle_topk"] = topk
+            args["speculative_num_draft_tokens"] = draft
+        if (
+            args["speculative_eagle_topk"] == 1
+            and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1
+        ):
+            out.warnings.append(
+                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                "speculative_eagle_topk == 1"
+            )
+            args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+    elif args["max_running_requests"] is None:
+        args["max_running_requests"] = 2048
+    if args["mem_fraction_static"] is None:
+        args["mem_fraction_static"] = _auto_mem_fraction_0_5_1(
+            gpu_mib, args["tp_size"], algo is not None
+        )
+    args["cuda_graph_max_bs_decode"] = min(
+        args["cuda_graph_max_bs_decode"], args["max_running_requests"]
+    )
+    return out
+
+
+# 0.5.1 names for what the simulator keeps under 0.5.23's names internally.
+_LEGACY_NAMES = {
+    "cuda_graph_max_bs_decode": "cuda_graph_max_bs",
+    "cuda_graph_bs_decode": "cuda_graph_bs",
+}
+
+
+def reported_args(args: dict[str, Any], version: str) -> dict[str, Any]:
+    """Effective server args under the names `version`'s server_info uses (no --sim-* flags)."""
+    out = {k: v for k, v in args.items() if not k.startswith("sim_") and k != "cuda_graph_enabled"}
+    if version == "0.5.1":
+        out = {_LEGACY_NAMES.get(k, k): v for k, v in out.items()}
     return out

@@ -112,6 +112,7 @@ class Engine:
         kv_tokens: int,
         decode_log_interval: int,
         seed: int,
+        log_format: str = "0.5.23",
         drift_sigma: float = DRIFT_SIGMA,
         crash_after_tokens: int | None = None,
         on_crash: Callable[[int], None] | None = None,
@@ -122,6 +123,7 @@ class Engine:
         self.max_running = max_running_requests
         self.kv_tokens = kv_tokens
         self.log_interval = decode_log_interval
+        self.legacy_logs = log_format == "0.5.1"  # "Decode batch." lines, no accept rate
         self.seed = seed
         self.waiting: list[SimRequest] = []
         self.running: list[SimRequest] = []
@@ -213,7 +215,7 @@ class Engine:
         self._t += seconds
         await self.clock.sleep_until(self._t)
 
-    def _kv_used(self) -> int:
+    def kv_used(self) -> int:
         return sum(r.prompt_tokens + r.generated for r in self.running)
 
     async def _prefill(self) -> None:
@@ -230,13 +232,25 @@ class Engine:
         for r in new:
             self._emit(r, 1)  # the first token comes from prefill
         self.running.extend(r for r in new if r.generated < r.limit and not r.stalled)
+        usage = self.kv_used() / max(self.kv_tokens, 1)
+        if self.legacy_logs:
+            log.info(
+                "Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, "
+                "token usage: %.2f, #running-req: %d, #queue-req: %d, ",
+                len(new),
+                tokens,
+                usage,
+                len(self.running),
+                len(self.waiting),
+            )
+            return
         log.info(
             "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, "
             "#running-req: %d, #queue-req: %d, #pending-token: 0, cuda graph: False, "
             "input throughput (token/s): %.2f",
             len(new),
             tokens,
-            self._kv_used() / max(self.kv_tokens, 1),
+            usage,
             len(self.running),
             len(self.waiting),
             tokens / seconds,
@@ -294,8 +308,9 @@ class Engine:
         c.last_gen_throughput = self._interval_tokens / gap
         self._interval_tokens, self._interval_start = 0, self._t
         msg = (
-            f"Decode batch, #running-req: {batch}, #token: {self._kv_used()}, "
-            f"token usage: {self._kv_used() / max(self.kv_tokens, 1):.2f}, "
+            f"Decode batch{'.' if self.legacy_logs else ','} #running-req: {batch}, "
+            f"#token: {self.kv_used()}, "
+            f"token usage: {self.kv_used() / max(self.kv_tokens, 1):.2f}, "
         )
         if self.speculative and c.pending_forward_ct:
             accept_len = c.pending_accept_tokens / c.pending_forward_ct
@@ -303,7 +318,9 @@ class Engine:
             rate = (c.pending_accept_tokens - c.pending_forward_ct) / (
                 c.pending_forward_ct * drafts
             )
-            msg += f"accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
+            msg += f"accept len: {accept_len:.2f}, "
+            if not self.legacy_logs:
+                msg += f"accept rate: {rate:.2f}, "
             c.last_accept_len = accept_len
             c.spec_accept_tokens += c.pending_accept_tokens
             c.spec_forward_ct += c.pending_forward_ct
@@ -313,4 +330,4 @@ class Engine:
             f"gen throughput (token/s): {c.last_gen_throughput:.2f}, "
             f"#queue-req: {len(self.waiting)}"
         )
-        log.info(msg)
+        log.info(msg + (", " if self.legacy_logs else ""))

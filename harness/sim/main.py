@@ -20,7 +20,7 @@ from dataclasses import replace
 import uvicorn
 
 from harness.sim.app import ServerState, create_app
-from harness.sim.cli import build_parser, resolve
+from harness.sim.cli import build_parser, reported_args, resolve, sglang_version_of
 from harness.sim.engine import Engine, VirtualClock
 from harness.sim.faults import Faults
 from harness.sim.oracle import build_model
@@ -30,17 +30,30 @@ from harness.sim.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
 log = logging.getLogger("sglang.launch_server")
 sched_log = logging.getLogger("sglang.scheduler")
 
-# SGLang 0.5.23's text, verbatim (reference/sglang.md §5).
-CUDA_GRAPH_OOM_HELP = "\n".join(
-    [
-        "Possible solutions:",
-        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
-        "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)",
-        "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
-        "(Not recommended. Huge performance loss)",
-        "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose",
-    ]
-)
+# SGLang's texts, verbatim (reference/sglang.md §5), per version.
+CUDA_GRAPH_OOM_HELP = {
+    "0.5.23": "\n".join(
+        [
+            "Possible solutions:",
+            "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+            "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)",
+            "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
+            "(Not recommended. Huge performance loss)",
+            "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose",
+        ]
+    ),
+    "0.5.1": "\n".join(
+        [
+            "Possible solutions:",
+            "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+            "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
+            "3. disable torch compile by not using --enable-torch-compile",
+            "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance "
+            "loss)",
+            "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose",
+        ]
+    ),
+}
 
 
 def _configure_logging(tp: int) -> None:
@@ -68,7 +81,8 @@ def _die_like_sglang(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = build_parser()
+    version = sglang_version_of(argv)
+    parser = build_parser(version)
     ns = parser.parse_args(argv)
     try:
         faults = Faults.parse(ns.sim_fault)
@@ -89,8 +103,8 @@ def main(argv: list[str] | None = None) -> None:
         model.target = replace(model.target, load_s=ns.sim_load_s)
     clock = VirtualClock(ns.sim_clock_scale)
     plan = model.memory_plan(args["mem_fraction_static"])
-    log.info("server_args=%s", {k: v for k, v in args.items() if not k.startswith("sim_")})
-    _start_up(model, plan, args, clock, faults)
+    log.info("server_args=%s", reported_args(args, version))
+    _start_up(model, plan, args, clock, faults, version)
 
     engine = Engine(
         model,
@@ -98,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         max_running_requests=args["max_running_requests"],
         kv_tokens=plan.kv_tokens,
         decode_log_interval=args["decode_log_interval"],
+        log_format=version,
         seed=ns.sim_seed,
         drift_sigma=ns.sim_drift,
         crash_after_tokens=faults.crash_after_tokens,
@@ -112,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         "drafter": model.spec.drafter.name if model.spec else None,
         "nccl_tuned": model.dep.nccl_tuned,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "sglang_version": version,
     }
     state = ServerState(
         engine,
@@ -137,7 +153,12 @@ def _crash_out_of_memory(generated: int) -> None:
 
 
 def _start_up(
-    model: PerfModel, plan: MemoryPlan, args: dict, clock: VirtualClock, faults: Faults
+    model: PerfModel,
+    plan: MemoryPlan,
+    args: dict,
+    clock: VirtualClock,
+    faults: Faults,
+    version: str,
 ) -> None:
     gb = plan.gpu_mib / 1024
     log.info("Load weight begin. avail mem=%.2f GB", gb)
@@ -150,10 +171,16 @@ def _start_up(
         time.sleep(faults.slow_start_s)
     if plan.failure == "host_oom":
         _sleep_virtual(clock, 5)
+        if version == "0.5.1":
+            log.error("Rank 0 scheduler is dead. Please check if there are relevant logs.")
+            log.error("Exit code: -9")
+        else:
+            log.error(
+                "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If "
+                "exit code is -9 (SIGKILL), a common cause is the OS OOM killer."
+            )
         log.error(
-            "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit "
-            "code is -9 (SIGKILL), a common cause is the OS OOM killer. (HiCache host pool of "
-            "%.0f GB across TP ranks exceeds host memory.)",
+            "(simulator: the HiCache host pool of %.0f GB across TP ranks exceeds host memory)",
             plan.host_needed_gb,
         )
         sys.exit(1)
@@ -165,9 +192,14 @@ def _start_up(
         plan.weights_mib / 1024,
     )
     if plan.failure == "kv_pool":
+        current = (
+            ""
+            if version == "0.5.1"
+            else f" Current value: mem_fraction_static={args['mem_fraction_static']}"
+        )
         _die_like_sglang(
-            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-            f"Current value: mem_fraction_static={args['mem_fraction_static']}"
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+            + current
         )
     log.info(
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, KV size: %.2f GB",
@@ -196,7 +228,7 @@ def _start_up(
             "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
             f"{max(short, 64):.0f} MiB. GPU 0 has a total capacity of {plan.gpu_mib / 1024:.2f} "
             f"GiB of which {max(plan.gpu_mib - plan.static_mib - 6000, 0):.2f} MiB is free.\n"
-            + CUDA_GRAPH_OOM_HELP
+            + CUDA_GRAPH_OOM_HELP[version]
         )
     bs = [b for b in (1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512) if b <= model.dep.graph_max_bs]
     log.info(

@@ -15,7 +15,7 @@ from typing import Any
 
 from drafter.checkpoint import CheckpointError, DrafterCheckpoint
 from drafter.checks import footprint as drafter_footprint
-from harness.sim.cli import build_parser, resolve
+from harness.sim.cli import build_parser, resolve, sglang_version_of
 from harness.sim.perf_model import Deployment, PerfModel, Speculation
 from harness.sim.profiles import (
     DRAFTERS,
@@ -93,7 +93,7 @@ def expected_decode_tok_s(model: PerfModel, max_tokens: int) -> float:
 
 def evaluate(argv: list[str], max_tokens: int, nccl_proto: str = "LL") -> Evaluation:
     """What a server started with `argv` (SGLang flags + --sim-* flags) would do."""
-    ns = build_parser().parse_args(argv)
+    ns = build_parser(sglang_version_of(argv)).parse_args(argv)
     hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
     args = resolve(ns, target.architecture, hw.gpu_memory_mib).args
     model = build_model(args, ns, nccl_proto)
@@ -129,7 +129,7 @@ def modelled_load(
 
     from harness.sim.engine import Engine, InstantClock
 
-    ns = build_parser().parse_args(argv)
+    ns = build_parser(sglang_version_of(argv)).parse_args(argv)
     hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
     args = resolve(ns, target.architecture, hw.gpu_memory_mib).args
     model = build_model(args, ns, nccl_proto)

@@ -49,20 +49,20 @@ RTX_PRO_6000_PCIE = HardwareProfile(
     tflops=180.0,  # estimate: INT4-weight / BF16-activation grouped GEMMs, well below peak
     kernel_us_per_layer=30.0,  # calibrated with allreduce_latency_us to the 11.1 ms step
     # calibrated: seed row 4 (no CUDA graphs, 53.2 tok/s at accept ~2.1) vs row 7 (82.3).
-    eager_us_per_layer=160.0,
+    eager_us_per_layer=194.0,
     host_step_ms=1.05,  # calibrated remainder of the 11.1 ms baseline step
     host_step_no_overlap_ms=1.9,  # estimate: SGLang reports 5-10% from overlap (PR #9588)
     host_ram_gb=1_024.0,  # assumption: the seeds ran --hicache-size 48 x TP 8 = 384 GB fine
     draft_host_ms=0.8,  # calibrated with spec_host_* to seed rows 6-8
     # calibrated: seed rows 6-8 (74.9-82.3 tok/s; the seeds' SGLang ran EAGLE without overlap)
     # imply ~27-29 ms per verify iteration; the analytic parts explain ~20 ms of it.
-    spec_host_no_overlap_ms=7.5,
+    spec_host_no_overlap_ms=4.4,
     # estimate: the overlap scheduler hides most host work; seed row 12 (topk=1, spec v2
     # overlap, 88.2 tok/s) shows it does not remove it on this box.
     spec_host_ms=5.5,
     # calibrated: --mem-fraction-static 0.88 starts and 0.93 OOMs (seed memory table).
     activation_mib=6_300.0,
-    verify_token_us=450.0,  # calibrated: seed row 6 (16 draft tokens, 74.9 tok/s)
+    verify_token_us=600.0,  # calibrated: seed row 6 (16 draft tokens, 74.9 tok/s)
 )
 
 # 8x H200 (141 GB HBM3e, NVLink/NVSwitch): SGLang's reference box for Kimi-K2.5.
@@ -152,7 +152,7 @@ KIMI_K25 = TargetProfile(
     active_params=32.9e9,
     kv_bytes_per_token=70_272,  # (512 + 64) x 61 x 2 B, speculative-performance.md §6
     # calibrated: 0.85 x 97,887 MiB leaves 116,171 KV tokens with the drafter's KV (seed table)
-    weights_mib_total=74_515 * 8,
+    weights_mib_total=74_841 * 8,
     expert_correlation=0.66,  # Cohere: verifying 4 tokens reads ~2.5x unique experts, not 4x
     load_s=90.0,  # estimate: ~75 GB/GPU from page cache + graph capture; cold loads take longer
     context_length=262_144,
@@ -202,7 +202,10 @@ class DrafterProfile:
     kv_bytes_per_token: int  # per TP rank
 
 
-_EAGLE3_KV = 64 * 128 * 2 * 2 // 8  # 1 layer, 64 KV heads x 128, K and V, BF16, over TP 8
+# calibrated: the seeds' memory table (116,171 tokens at 0.85, 159,277 at 0.88) puts the whole KV
+# cell at ~71,430 B per token per rank; the target's MLA cache is 70,272 B of it, which leaves
+# ~1.1 KB for the draft layer's KV per rank (e.g. 4.5 KV heads of 128 x K,V x BF16 over TP 8).
+_EAGLE3_KV = 1_152
 
 # The seeds' first drafter, trained on 10K samples. calibrated: seed rows 7/8 (accept 2.0-2.4
 # at 3 steps / 5 draft tokens, 2.27 at 2 steps / 5 draft tokens, ~1K-token outputs).

@@ -39,8 +39,10 @@ def test_too_low_mem_fraction_is_not_enough_memory(tmp_path, port):
 
 
 def test_bad_flag_is_a_crash_with_argparse_message(tmp_path, port):
+    # A flag no table knows reaches the server, which exits 2 like argparse does. (A flag of the
+    # other SGLang era never gets this far: see tests/unit/test_flags.py.)
     cmd = build_server_command(
-        kimi_server(port, extra_args=("--cuda-graph-max-bs", "16")), sim_engine()
+        kimi_server(port, extra_args=("--cuda-graph-max-bs-dcode", "16")), sim_engine()
     )
     with (
         Server(cmd, tmp_path / "server.log", ready_timeout_s=60) as srv,
@@ -48,7 +50,7 @@ def test_bad_flag_is_a_crash_with_argparse_message(tmp_path, port):
     ):
         srv.wait_ready()
     assert exc.value.returncode == 2
-    assert "ambiguous option: --cuda-graph-max-bs" in exc.value.log_excerpt
+    assert "unrecognized arguments: --cuda-graph-max-bs-dcode" in exc.value.log_excerpt
 
 
 def test_never_ready_is_a_timeout_and_the_server_is_stopped(tmp_path, port):
@@ -101,3 +103,28 @@ def test_stop_kills_the_whole_group_even_children_that_ignore_sigterm(tmp_path, 
     assert rc == -signal.SIGTERM
     assert processes_mentioning(marker) == []
     assert server.stop() == rc  # idempotent
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.1"])
+@pytest.mark.parametrize(
+    ("overrides", "kind"),
+    [
+        ({"mem_fraction_static": 0.93}, "gpu"),
+        ({"mem_fraction_static": 0.70}, "kv_pool"),
+        ({"mem_fraction_static": 0.85, "hicache_size": 200}, "host"),  # 200 GB x TP 8 > 1 TB
+    ],
+)
+def test_memory_failures_are_typed_in_both_log_formats(tmp_path, port, version, overrides, kind):
+    from tests.conftest import KIMI_PARSER
+
+    spec = eagle3(port, reasoning_parser=KIMI_PARSER[version], **overrides)
+    cmd = build_server_command(spec, sim_engine(version=version))
+    with (
+        Server(cmd, tmp_path / "server.log", ready_timeout_s=60) as server,
+        pytest.raises(ServerOOM) as exc,
+    ):
+        server.wait_ready()
+    assert exc.value.kind == kind
+    if kind == "gpu":
+        flag = "--cuda-graph-max-bs " if version == "0.5.1" else "--cuda-graph-max-bs-decode "
+        assert flag in exc.value.log_excerpt  # the version's own advice

@@ -14,14 +14,18 @@ from harness.server import Server, port_is_free
 from tests.conftest import eagle3, processes_mentioning, sim_engine
 
 
-@pytest.fixture(scope="module")
-def spec_server(tmp_path_factory):
-    from tests.conftest import free_port
+# Every test here runs against both output formats the harness parses: SGLang 0.5.23 and 0.5.1.
+@pytest.fixture(scope="module", params=["0.5.23", "0.5.1"])
+def spec_server(request, tmp_path_factory):
+    from tests.conftest import KIMI_PARSER, free_port
 
+    version = request.param
     port = free_port()
-    engine = sim_engine(200.0, "--sim-drafter", "eagle3_37k_ttt5")
-    cmd = build_server_command(eagle3(port, mem_fraction_static=0.88), engine)
+    engine = sim_engine(200.0, "--sim-drafter", "eagle3_37k_ttt5", version=version)
+    spec = eagle3(port, mem_fraction_static=0.88, reasoning_parser=KIMI_PARSER[version])
+    cmd = build_server_command(spec, engine)
     server = Server(cmd, tmp_path_factory.mktemp("srv") / "server.log", ready_timeout_s=60)
+    server.version = version
     with server:
         server.wait_ready()
         yield server
@@ -38,18 +42,46 @@ def test_server_info_reports_effective_args_and_clock(spec_server):
     assert ServerClock.from_server_info(info).scale == 200.0
     with httpx.Client(base_url=spec_server.command.base_url) as client:
         assert client.get("/get_server_info").json()["version"] == info["version"]
+        if spec_server.version == "0.5.1":  # only the old endpoint, the old field names
+            assert info["version"] == "0.5.1.post3"
+            assert client.get("/server_info").status_code == 404
+            assert info["cuda_graph_max_bs"] == 48 and "cuda_graph_max_bs_decode" not in info
+            assert info["disable_overlap_schedule"] is True  # EAGLE forces overlap off there
+        else:
+            assert info["version"] == "0.5.23"
+            assert info["cuda_graph_max_bs_decode"] == 48
+            assert info["disable_overlap_schedule"] is False
 
 
 def test_log_has_sglangs_startup_and_ready_lines(spec_server):
+    from harness.logs import parse_decode_line
+
     text = spec_server.log_text()
     for line in (
         "Load weight begin",
         "KV Cache is allocated",
         "Capture cuda graph end",
-        "Max running requests is reset to 48",
         "The server is fired up and ready to roll!",
     ):
         assert line in text
+    if spec_server.version == "0.5.1":
+        assert "Overlap scheduler is disabled because of using eagle speculative decoding" in text
+        assert "Max running requests is reset" not in text  # 0.5.1 resets it silently
+    else:
+        assert "Max running requests is reset to 48" in text
+    Benchmark(
+        spec_server.command.base_url,
+        BenchmarkSpec(model="m", max_tokens=256, warmup=0, runs=1, requests_per_run=1),
+        ServerClock.from_server_info(spec_server.server_info()),
+        speculative=True,
+    ).run()
+    decode = [ln for ln in spec_server.log_text().splitlines() if "Decode batch" in ln]
+    assert decode and all(parse_decode_line(ln) is not None for ln in decode)
+    stats = parse_decode_line(decode[-1])
+    assert stats.accept_len is not None and stats.cuda_graph is True
+    marker = "Decode batch." if spec_server.version == "0.5.1" else "Decode batch,"
+    assert all(marker in ln for ln in decode)
+    assert (stats.accept_rate is None) == (spec_server.version == "0.5.1")
 
 
 def test_streaming_chat_separates_reasoning_and_counts_tokens(spec_server):
@@ -73,7 +105,9 @@ def test_streaming_chat_separates_reasoning_and_counts_tokens(spec_server):
     deltas = [c["delta"] for c in chunks]
     assert any("reasoning_content" in d for d in deltas)
     assert chunks[-1]["finish_reason"] == "length"
-    assert usage["completion_tokens"] == 64 and usage["reasoning_tokens"] > 0
+    assert usage["completion_tokens"] == 64
+    # 0.5.1 always reports 0 reasoning tokens in chat usage; 0.5.23 counts them.
+    assert (usage["reasoning_tokens"] > 0) == (spec_server.version == "0.5.23")
     # One chunk per verify step: with speculation some chunks carry several tokens.
     assert len(chunks) < 64
 
@@ -81,34 +115,42 @@ def test_streaming_chat_separates_reasoning_and_counts_tokens(spec_server):
 def test_flush_resets_accept_length_and_metrics_exist(spec_server):
     with httpx.Client(base_url=spec_server.command.base_url, timeout=30) as client:
         assert client.post("/flush_cache").status_code == 200
-        assert (
-            "avg_spec_accept_length" not in client.get("/server_info").json()["internal_states"][0]
-        )
+        assert "avg_spec_accept_length" not in spec_server.server_info()["internal_states"][0]
         metrics = client.get("/metrics").text
     for name in (
         "sglang:spec_accept_length",
         "sglang:gen_throughput",
-        "sglang:spec_verify_calls_total",
         "sglang:generation_tokens_total",
     ):
         assert name in metrics
+    # The verify counter exists only from 0.5.10 on: 0.5.1 runs read the log lines instead.
+    assert ("sglang:spec_verify_calls_total" in metrics) == (spec_server.version == "0.5.23")
 
 
 def test_benchmark_measures_speed_and_window_accept_length(spec_server):
     info = spec_server.server_info()
     spec = BenchmarkSpec(model="m", max_tokens=512, warmup=1, runs=2, requests_per_run=2)
     bench = Benchmark(
-        spec_server.command.base_url, spec, ServerClock.from_server_info(info), speculative=True
+        spec_server.command.base_url,
+        spec,
+        ServerClock.from_server_info(info),
+        speculative=True,
+        server_log=spec_server.log_path,
     )
     result = bench.run()
     assert [r.phase for r in result.records].count("warmup") == 1
     assert len([r for r in result.records if r.phase == "measure"]) == 4
     assert 60 < result.metrics["tok_s"] < 160  # simulated 8x RTX PRO 6000, not a tight bound
     assert 1.5 < result.metrics["accept_len"] < 3.5
-    # SGLang 0.5.23 reports per-request verify counts: the best source for the run's window.
-    assert all(r.accept_len_source == "request_meta" for r in result.runs)
     measured = [r for r in result.records if r.phase == "measure"]
-    assert all(r.verify_ct and r.chunks and r.reasoning_ended is not None for r in measured)
+    assert all(r.chunks and r.reasoning_ended is not None for r in measured)
+    if spec_server.version == "0.5.23":
+        # Per-request verify counts in the chat response: the best source for the run's window.
+        assert all(r.accept_len_source == "request_meta" for r in result.runs)
+        assert all(r.verify_ct for r in measured)
+    else:
+        # 0.5.1's chat responses and metrics carry no verify counts: the decode log lines do.
+        assert all(r.accept_len_source == "log" for r in result.runs)
     assert "itl_ms_p99_c1" in result.metrics and "ttft_ms_p50_c1" in result.metrics
 
 
@@ -128,8 +170,10 @@ def test_native_generate_api_measures_the_same_way(spec_server):
     ).run()
     measured = [r for r in result.records if r.phase == "measure"]
     assert all(r.completion_tokens == 256 and r.finish_reason == "length" for r in measured)
-    assert all(r.verify_ct and r.accepted_tokens is not None for r in measured)
+    assert all(r.verify_ct for r in measured)  # both versions put spec_verify_ct in meta_info
     assert {r.accept_len_source for r in result.runs} == {"request_meta"}
+    if spec_server.version == "0.5.23":
+        assert all(r.accepted_tokens is not None for r in measured)
     assert 60 < result.metrics["tok_s"] < 200
 
 

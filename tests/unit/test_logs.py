@@ -74,3 +74,32 @@ def test_excerpt_keeps_the_oom_line_even_when_it_scrolled_away():
     text = excerpt(log, lines=5)
     assert text.splitlines()[0] == "CUDA out of memory"
     assert text.splitlines()[-1] == "line 99"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+            "kv_pool",
+        ),
+        ("Exception: Capture cuda graph failed: CUDA out of memory.", "gpu"),
+        ("RuntimeError: Rank 0 scheduler died during initialization (exit code: -9).", "host"),
+        # 0.5.1.post3 says it in two lines
+        (
+            "[t] Rank 0 scheduler is dead. Please check if there are relevant logs.\n"
+            "[t] Exit code: -9",
+            "host",
+        ),
+    ],
+)
+def test_oom_kind_in_both_versions(text, kind):
+    from harness.logs import oom_kind
+
+    assert oom_kind(text) == kind
+    assert classify_exit(text, -9) is Outcome.OOM
+
+
+def test_a_dead_scheduler_with_another_exit_code_is_a_crash():
+    text = "Rank 0 scheduler is dead. Please check if there are relevant logs.\nExit code: 1"
+    assert classify_exit(text, 1) is Outcome.CRASH

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from harness.sim.oracle import expected_decode_tok_s
 from harness.sim.perf_model import Deployment, PerfModel, Speculation
 from harness.sim.profiles import EAGLE3_10K, EAGLE3_37K_TTT5, KIMI_K25, RTX_PRO_6000_PCIE
 
@@ -41,18 +42,30 @@ def test_untuned_nccl_and_missing_cuda_graphs_are_slower():
     assert tok_s(model(graphs=False, bs=512)) < 0.6 * base
 
 
-@pytest.mark.parametrize(
-    ("spec", "kwargs", "seed_tok_s"),
-    [
-        (eagle3(3, 2, 5), {"overlap": False}, 82.3),  # row 7
-        (eagle3(2, 2, 5), {"overlap": False}, 81.7),  # row 8
-        (eagle3(3, 4, 16), {"overlap": False}, 74.9),  # row 6
-        (eagle3(3, 2, 5), {"overlap": False, "graphs": False}, 53.2),  # row 4
-        (eagle3(3, 1, 4, EAGLE3_37K_TTT5), {}, 88.2),  # row 12
-    ],
-)
-def test_seed_rows_within_ten_percent(spec, kwargs, seed_tok_s):
-    assert tok_s(model(spec, **kwargs)) == pytest.approx(seed_tok_s, rel=0.10)
+SEED_ROWS = {  # seed-figures.md: rows 2, 7, 8, 6, 4 in the seeds' ranking (EAGLE without overlap)
+    "row 2": (None, {"bs": 512}, 90.0),
+    "row 7": (eagle3(3, 2, 5), {"overlap": False}, 82.3),
+    "row 8": (eagle3(2, 2, 5), {"overlap": False}, 81.7),
+    "row 6": (eagle3(4, 4, 16), {"overlap": False}, 74.9),
+    "row 4": (eagle3(3, 2, 5), {"overlap": False, "graphs": False}, 53.2),
+}
+
+
+def served_tok_s(spec, kwargs) -> float:
+    # ~1,500 tokens: the typical length of the simulated reasoning answers under max_tokens 2048
+    return expected_decode_tok_s(model(spec, **kwargs), 1500)
+
+
+@pytest.mark.parametrize("row", SEED_ROWS)
+def test_seed_rows_within_five_percent(row):
+    # The same gate through the real harness: benchmarks/sim_calibration.py.
+    spec, kwargs, seed_tok_s = SEED_ROWS[row]
+    assert served_tok_s(spec, kwargs) == pytest.approx(seed_tok_s, rel=0.05)
+
+
+def test_seed_ranking_is_preserved():
+    speeds = {row: served_tok_s(spec, kwargs) for row, (spec, kwargs, _) in SEED_ROWS.items()}
+    assert sorted(speeds, key=lambda row: -speeds[row]) == list(SEED_ROWS)
 
 
 def test_accept_length_of_the_seeds_10k_drafter():
@@ -87,7 +100,7 @@ def test_wider_trees_cost_more_per_iteration():
 def test_memory_matches_the_seeds_table():
     spec = eagle3(3, 1, 4)
     assert model(spec).memory_plan(0.85).kv_tokens == pytest.approx(116_171, rel=0.01)
-    assert model(spec).memory_plan(0.88).kv_tokens == pytest.approx(159_277, rel=0.02)
+    assert model(spec).memory_plan(0.88).kv_tokens == pytest.approx(159_277, rel=0.01)
     assert model(spec).memory_plan(0.88).failure is None
     assert model(spec).memory_plan(0.93).failure == "graph_oom"
     assert model(bs=512).memory_plan(0.93).failure == "graph_oom"  # the baseline too
@@ -102,3 +115,19 @@ def test_bigger_trees_oom_earlier():
         return next(f for f in fractions if model(spec).memory_plan(f).failure)
 
     assert first_oom(eagle3(5, 4, 16)) < first_oom(eagle3(3, 1, 4))
+
+
+def test_single_gpu_profile_retells_the_eagle3_papers_sglang_figures():
+    from harness.sim.oracle import evaluate
+
+    base = ["--model-path", "m", "--sim-hardware", "h100_sxm", "--sim-target", "llama31_8b"]
+    spec = [
+        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d",
+        "--sim-drafter", "eagle3_llama31_8b", "--disable-overlap-schedule",
+        "--speculative-num-steps", "5", "--speculative-eagle-topk", "8",
+        "--speculative-num-draft-tokens", "32",
+    ]  # fmt: skip
+    assert evaluate(base, 1500).tok_s == pytest.approx(158.34, rel=0.05)
+    eagle = evaluate([*base, *spec], 1500)
+    assert eagle.tok_s == pytest.approx(373.25, rel=0.05)
+    assert 4.5 < eagle.accept_len < 6.5  # the paper's tau is 6.1-6.7 with a 60-token tree

@@ -80,3 +80,69 @@ def test_auto_mem_fraction_and_graph_batch_clamp():
 def test_deprecated_disable_cuda_graph_still_works():
     args = resolve(parse("--disable-cuda-graph"), KIMI, GPU).args
     assert args["cuda_graph_enabled"] is False
+
+
+def parse_051(*argv: str):
+    return build_parser("0.5.1").parse_args(
+        ["--model-path", "m", "--tp-size", "8", "--sim-sglang-version", "0.5.1", *argv]
+    )
+
+
+def test_051_has_the_old_graph_flags_and_not_the_new_ones(capsys):
+    ns = parse_051("--cuda-graph-max-bs", "16", "--disable-cuda-graph")
+    assert ns.cuda_graph_max_bs_decode == 16 and ns.disable_cuda_graph
+    for flag in ("--cuda-graph-max-bs-decode", "--cuda-graph-backend-decode"):
+        with pytest.raises(SystemExit) as exc:
+            parse_051(flag, "16")
+        assert exc.value.code == 2
+    assert "unrecognized arguments: --cuda-graph-backend-decode" in capsys.readouterr().err
+
+
+def test_051_rejects_newer_algorithms_and_parsers(capsys):
+    with pytest.raises(SystemExit):
+        parse_051("--speculative-algorithm", "STANDALONE")
+    with pytest.raises(SystemExit):
+        parse_051("--reasoning-parser", "kimi_k2")
+    assert "invalid choice: 'kimi_k2'" in capsys.readouterr().err
+
+
+def test_051_forces_overlap_off_and_falls_back_to_5_4_8():
+    resolved = resolve(
+        parse_051("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d"),
+        KIMI,
+        GPU,
+    )
+    args = resolved.args
+    assert args["disable_overlap_schedule"] is True
+    assert "Overlap scheduler is disabled because of using eagle speculative decoding." in (
+        resolved.warnings
+    )
+    # 0.5.1's fallback for architectures it does not list; 0.5.23 falls back to (3, 1, 4)
+    steps = (5, 4, 8)
+    assert (
+        args["speculative_num_steps"],
+        args["speculative_eagle_topk"],
+        args["speculative_num_draft_tokens"],
+    ) == steps
+    assert args["max_running_requests"] == 48
+    assert not any("Max running requests" in w for w in resolved.warnings)  # silent in 0.5.1
+
+
+def test_051_auto_mem_fraction_reserves_more_with_speculation():
+    plain = resolve(parse_051(), KIMI, 143_771.0).args["mem_fraction_static"]
+    spec = resolve(
+        parse_051("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d"),
+        KIMI,
+        143_771.0,
+    ).args["mem_fraction_static"]
+    assert spec < plain
+    assert spec == pytest.approx(0.872, abs=0.002)  # (143771 - (12 + 4 + 2) GiB) / 143771
+
+
+def test_reported_args_use_each_versions_names():
+    from harness.sim.cli import reported_args
+
+    args = resolve(parse_051("--cuda-graph-max-bs", "32"), KIMI, GPU).args
+    old = reported_args(args, "0.5.1")
+    assert old["cuda_graph_max_bs"] == 32 and "cuda_graph_max_bs_decode" not in old
+    assert not any(k.startswith("sim_") for k in old)

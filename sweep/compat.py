@@ -1,0 +1,148 @@
+"""python -m sweep.compat --python PATH: does SGLang's own parser accept what specsweep launches?
+
+Builds the launch command of every shipped configuration (each model, drafter, hardware, server,
+search and experiment preset; each search space at its bounds and at seeded random points; the
+baseline), then parses each with SGLang's `ServerArgs.add_cli_args` in the Python at PATH (an
+environment with SGLang installed: `make compat` builds one without GPU packages) and with the
+simulator's parser, and checks the two agree on every flag given. Exit status 1 on any
+disagreement, with the command and SGLang's own error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from harness.command import server_flags
+from harness.errors import ConfigError
+from harness.flags import parse_with_sglang, sim_parser_problems
+from sweep.config import build_trial_spec
+from sweep.schema import register as register_schema
+from sweep.space import SearchSpace
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+STUBS = Path(__file__).resolve().parent.parent / "tests" / "compat" / "stubs"
+RANDOM_POINTS = 8
+
+
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def _space_points(space: SearchSpace, seed: int) -> Iterator[dict]:
+    """Each space at its lower and upper bounds, then at seeded random points."""
+    for pick in (0, -1):
+        fixed = {}
+        for name, p in space.params.items():
+            fixed[name] = p.choices[pick] if p.type == "categorical" else (p.low, p.high)[pick]
+            if p.type == "int":
+                fixed[name] = int(fixed[name])
+        yield space.suggest(optuna.trial.FixedTrial(fixed))
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    for _ in range(RANDOM_POINTS):
+        yield space.suggest(study.ask())
+
+
+def shipped_commands(version: str = "0.5.23") -> list[tuple[str, list[str]]]:
+    """(label, SGLang flags) for every shipped configuration, de-duplicated."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    seen: dict[tuple[str, ...], str] = {}
+    # engine=sim: the same server flags, without engine=sglang's checks that model and drafter
+    # directories exist on this machine. Only SGLang's flags are compared (no --sim-* flags).
+    base = ["engine=sim", f"engine.sglang_version={version}", "preflight=false"]
+    # The default composition, then each option of each group on its own (a flag comes from one
+    # group; the Cartesian product adds time, not flags), then each experiment preset.
+    presets: list[list[str]] = [[]]
+    for group in ("model", "drafter", "hardware", "server", "search"):
+        presets += [[f"{group}={option}"] for option in _options(group)]
+    presets.append(["model=llama31_8b", "hardware=1x_h100", "drafter=llama31_8b_eagle3"])
+    presets += [[f"experiment={e}"] for e in _options("experiment")]
+    register_schema()  # the structured configs config.yaml starts from
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        for i, preset in enumerate(presets):
+            cfg = compose("config", overrides=[*base, *preset])
+            try:
+                _add(
+                    seen,
+                    " ".join(preset or ["defaults"]) + " baseline",
+                    _baseline(cfg, base, preset),
+                )
+            except ConfigError:
+                continue  # e.g. a TP-8 model on the one-GPU box: refused long before any launch
+            if cfg.drafter.path is None:
+                continue
+            space = SearchSpace.from_config(cfg.search.space)
+            for values in _space_points(space, seed=i):
+                overrides = [*base, *preset, *space.overrides(values), "trial.role=trial"]
+                label = " ".join([*preset, *space.overrides(values)])
+                _add(seen, label, compose("config", overrides=overrides))
+    return [(label, list(flags)) for flags, label in seen.items()]
+
+
+def _baseline(cfg: DictConfig, base: list[str], preset: list[str]) -> DictConfig:
+    return compose("config", overrides=[*base, *preset, "drafter=none", "trial.role=baseline"])
+
+
+def _add(seen: dict, label: str, cfg: DictConfig) -> None:
+    spec = build_trial_spec(cfg)
+    seen.setdefault(tuple(server_flags(spec.server, spec.engine.sglang_version)), label)
+
+
+def _given_dests(flags: list[str], version: str) -> dict[str, str]:
+    """flag -> argparse dest, for the flags actually given (as the simulator's parser maps them)."""
+    from harness.sim.cli import build_parser
+
+    actions = build_parser(version)._option_string_actions
+    return {f: actions[f].dest for f in flags if f.startswith("--") and f in actions}
+
+
+def check(python: str, version: str = "0.5.23") -> list[str]:
+    commands = shipped_commands(version)
+    results = parse_with_sglang(python, [flags for _, flags in commands], extra_path=str(STUBS))
+    failures = []
+    for (label, flags), result in zip(commands, results, strict=True):
+        if result["error"]:
+            failures.append(f"SGLang refuses [{label}]: {result['error']}\n  {' '.join(flags)}")
+            continue
+        sim = sim_parser_problems(flags, version)
+        if sim:
+            failures.append(f"the simulator refuses [{label}]: {sim[0]}")
+            continue
+        from harness.sim.cli import build_parser
+
+        ns = vars(build_parser(version).parse_args([*flags, "--sim-sglang-version", version]))
+        for flag, dest in _given_dests(flags, version).items():
+            theirs = result["args"].get(dest, "<missing>")
+            if ns[dest] != theirs:
+                failures.append(
+                    f"[{label}] {flag}: SGLang parses {theirs!r}, the simulator {ns[dest]!r}"
+                )
+    print(f"{len(commands)} distinct launch commands from the shipped configs, SGLang {version}")
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sweep.compat", description=__doc__)
+    parser.add_argument("--python", required=True, help="a Python with SGLang installed")
+    parser.add_argument("--sglang-version", default="0.5.23", choices=("0.5.23", "0.5.1"))
+    parser.add_argument("--json", type=Path, help="write the commands and verdicts here")
+    args = parser.parse_args(argv)
+    failures = check(args.python, args.sglang_version)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"failures": failures}, indent=2))
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    print("compat: " + ("FAILED" if failures else "every command parses in SGLang and agrees"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
