@@ -131,3 +131,15 @@ def test_single_gpu_profile_retells_the_eagle3_papers_sglang_figures():
     eagle = evaluate([*base, *spec], 1500)
     assert eagle.tok_s == pytest.approx(373.25, rel=0.05)
     assert 4.5 < eagle.accept_len < 6.5  # the paper's tau is 6.1-6.7 with a 60-token tree
+
+
+def test_speculation_pays_less_as_concurrency_grows_and_loses_on_the_seeds_box():
+    base, spec = model(), model(eagle3(3, 1, 4, EAGLE3_37K_TTT5))
+
+    def speedup(batch: int) -> float:
+        per_request = spec.expected_accept_len(500) / spec.decode_step_s(batch, 1000)
+        return per_request * base.decode_step_s(batch, 1000)
+
+    ratios = [speedup(b) for b in (1, 4, 16, 48)]
+    assert ratios == sorted(ratios, reverse=True)
+    assert ratios[0] > 1.0 > ratios[-1]  # seeds: the baseline won the parallel benchmark
