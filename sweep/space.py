@@ -78,6 +78,8 @@ class Param:
         for label, value in values:
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise ConfigError(f"{where}.{label}={value!r}: must be a number in {lo}..{hi}.")
+            if isinstance(value, float) and value.is_integer() and self.type == "int":
+                value = int(value)  # the schema stores bounds as floats; say it as written
             if value < lo:
                 raise ConfigError(f"{where}.{label}={value}: must be >= {lo} (SGLang: {lo}..{hi}).")
             if value > hi:
