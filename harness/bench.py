@@ -11,6 +11,7 @@ server's clock through `ServerClock`; records survive a failure halfway (kept on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -39,6 +40,7 @@ from harness.stats import summarize
 
 log = logging.getLogger(__name__)
 APIS = ("chat", "generate")
+WATCH_INTERVAL_S = 0.2  # how often the server's process and log are checked during a benchmark
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,10 @@ class BenchmarkSpec:
     temperature: float = 0.0
     ignore_eos: bool = False
     thinking: bool = True  # chat template reasoning mode (Kimi/Qwen "thinking")
-    request_timeout_s: float = 900.0  # wall seconds per request
+    # Per-request deadline, wall seconds. None: derived from max_tokens at min_request_tok_s,
+    # a rate far below any working server, so only a stalled request misses it.
+    request_timeout_s: float | None = None
+    min_request_tok_s: float = 5.0
     seed: int = 0
     adaptive: bool = False  # add runs until the 95% interval is within target_ci_pct
     target_ci_pct: float = 2.0
@@ -86,13 +91,29 @@ class BenchmarkSpec:
                 f"concurrency level {list(self.concurrency)}",
             ),
             (0.0 <= self.temperature <= 2.0, f"benchmark.temperature={self.temperature}: 0..2"),
-            (self.request_timeout_s > 0, "benchmark.request_timeout_s must be > 0"),
+            (
+                self.request_timeout_s is None or self.request_timeout_s > 0,
+                f"benchmark.request_timeout_s={self.request_timeout_s}: must be > 0 (or null to "
+                "derive it from max_tokens)",
+            ),
+            (
+                self.min_request_tok_s > 0,
+                f"benchmark.min_request_tok_s={self.min_request_tok_s}: must be > 0",
+            ),
             (0 < self.target_ci_pct <= 100, "benchmark.target_ci_pct must be in (0, 100]"),
             (self.max_runs >= self.runs, "benchmark.max_runs must be >= benchmark.runs"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"{message} (out of range).")
+
+    @property
+    def request_deadline_s(self) -> float:
+        """Wall seconds a request may take: 60 s for queueing and prefill, then max_tokens at
+        min_request_tok_s (2048 tokens: 470 s)."""
+        if self.request_timeout_s is not None:
+            return self.request_timeout_s
+        return 60.0 + self.max_tokens / self.min_request_tok_s
 
     @property
     def objective_concurrency(self) -> int:
@@ -148,6 +169,7 @@ class Benchmark:
         check_server: Callable[[], None] | None = None,
         early_stop: EarlyStop | None = None,
         server_log: Path | None = None,
+        headers: dict[str, str] | None = None,
     ):
         self.base_url = base_url
         self.spec = spec
@@ -158,6 +180,7 @@ class Benchmark:
         self.check_server = check_server or (lambda: None)
         self.early_stop = early_stop
         self.server_log = server_log
+        self.headers = headers or {}  # Authorization when the server has an --api-key
         self.stopped_early = False
         self.prompts = load_prompts(spec.prompts, spec.seed)
         self.records: list[RequestRecord] = []  # kept even when a run fails halfway
@@ -166,15 +189,38 @@ class Benchmark:
         self._origin = ServerClock.now()  # every time is relative to the benchmark's start
 
     def run(self) -> BenchmarkResult:
-        return asyncio.run(self._run())
+        return asyncio.run(self._watched())
+
+    async def _watched(self) -> BenchmarkResult:
+        """The benchmark beside a watchdog that checks the server every WATCH_INTERVAL_S: a server
+        that dies mid-run ends the benchmark at once, not when its requests time out."""
+        bench = asyncio.create_task(self._run())
+        watch = asyncio.create_task(self._watch())
+        await asyncio.wait({bench, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if not bench.done():
+            bench.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await bench
+            watch.result()  # raises the server's failure (ServerOOM, ServerCrashed)
+        watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch
+        return bench.result()
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            self.check_server()
 
     def _server_time(self, wall: float) -> float:
         return self.clock.seconds(wall - self._origin)
 
     async def _run(self) -> BenchmarkResult:
         limits = httpx.Limits(max_connections=max(self.spec.concurrency) + 4)
-        timeout = httpx.Timeout(self.spec.request_timeout_s, connect=30.0)
-        async with httpx.AsyncClient(base_url=self.base_url, limits=limits, timeout=timeout) as c:
+        timeout = httpx.Timeout(self.spec.request_deadline_s, connect=30.0)
+        async with httpx.AsyncClient(
+            base_url=self.base_url, limits=limits, timeout=timeout, headers=self.headers
+        ) as c:
             if self.spec.warmup:
                 await self._requests(c, "warmup", 0, self.spec.concurrency[0], self.spec.warmup)
             for index, concurrency in enumerate(self.spec.concurrency):
@@ -186,7 +232,8 @@ class Benchmark:
                     self.run_summaries.append(summary)
                     self.on_run(summary)
                     more = not last_level or self._wants_another_run(run, concurrency)
-                    if more and self.early_stop and self.early_stop.should_stop(self.run_summaries):
+                    complete = [r for r in self.run_summaries if not r.incomplete]
+                    if more and self.early_stop and self.early_stop.should_stop(complete):
                         self.stopped_early = True
                         return self._result()
         return self._result()
@@ -197,15 +244,20 @@ class Benchmark:
     def _result(self) -> BenchmarkResult:
         return BenchmarkResult(self.records, self.run_summaries, self.metrics(), self.stopped_early)
 
-    def _wants_another_run(self, done: int, concurrency: int) -> bool:
+    def _wants_another_run(self, started: int, concurrency: int) -> bool:
+        """Until `runs` complete runs (an incomplete one is replaced, up to max_runs in all)."""
+        level = [r for r in self.run_summaries if r.concurrency == concurrency]
+        done = sum(not r.incomplete for r in level)
+        if started >= self.spec.max_runs:
+            return False
         if done < self.spec.runs:
             return True
-        if not self.spec.adaptive or done >= self.spec.max_runs:
+        if not self.spec.adaptive:
             return False
         values = [
             r.decode_tok_s if concurrency == 1 else r.output_tok_s
-            for r in self.run_summaries
-            if r.concurrency == concurrency
+            for r in level
+            if not r.incomplete
         ]
         values = [v for v in values if v is not None]
         if len(values) < 2:
@@ -228,7 +280,11 @@ class Benchmark:
         accept, source = await self._accept_length(
             client, timelines, counters_before, wall_start, flushed
         )
-        return summarize_run(run, concurrency, timelines, window, accept, source)
+        summary = summarize_run(run, concurrency, timelines, window, accept, source)
+        # A request that missed its deadline held a slot the whole time: the run's rates are
+        # not this configuration's. Kept and flagged, left out of the trial's means.
+        summary.incomplete = any(t.record.error == self._deadline_error for t in timelines)
+        return summary
 
     async def _flush(self, client: httpx.AsyncClient) -> bool:
         try:
@@ -319,6 +375,10 @@ class Benchmark:
 
         return list(await asyncio.gather(*(one(i) for i in range(count))))
 
+    @property
+    def _deadline_error(self) -> str:
+        return f"no complete response within {self.spec.request_deadline_s:.0f} s (wall): stalled"
+
     def _body(self, prompt: Prompt) -> tuple[str, dict[str, Any]]:
         if self.spec.api == "generate":
             text = "\n".join(m["content"] for m in prompt.messages)
@@ -354,7 +414,7 @@ class Benchmark:
         record.start_s = self._server_time(start)
         state = _StreamState(self.spec.api)
         try:
-            async with asyncio.timeout(self.spec.request_timeout_s):
+            async with asyncio.timeout(self.spec.request_deadline_s):
                 async with client.stream("POST", path, json=body) as response:
                     if response.status_code != 200:
                         text = (await response.aread()).decode(errors="replace")[:300]
@@ -371,7 +431,7 @@ class Benchmark:
                             )
             state.complete(record)
         except TimeoutError:
-            record.error = f"no complete response within {self.spec.request_timeout_s:.0f} s (wall)"
+            record.error = self._deadline_error
         except (httpx.HTTPError, BenchmarkError, json.JSONDecodeError) as exc:
             record.error = f"{type(exc).__name__}: {exc}"
         if record.error is None:

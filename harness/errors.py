@@ -11,8 +11,17 @@ class ConfigError(SpecsweepError):
     """A configuration value is wrong; the message names the field, the value and the fix."""
 
 
-class PortInUse(SpecsweepError):
+class MachineNotReady(SpecsweepError):
+    """The machine cannot take the next launch (a busy port, GPU memory still held): no trial
+    could succeed, so the sweep stops instead of recording failures."""
+
+
+class PortInUse(MachineNotReady):
     """The server port is already taken by another process."""
+
+
+class GpuMemoryHeld(MachineNotReady):
+    """Processes of a stopped server still hold GPU memory past the release deadline."""
 
 
 class ServerError(SpecsweepError):

@@ -29,6 +29,17 @@ _HOST_OOM = re.compile(
     r"|scheduler is dead\.[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*Exit code: -9"
 )
 
+# Lines after which the server is dead or dying (§5): the launcher kills its tree next. A process
+# still alive a moment after one of these is a half-killed server, not a slow one.
+_FATAL_PATTERNS = (
+    *_OOM_PATTERNS,
+    re.compile(r"Scheduler hit an exception"),
+    re.compile(r"Received sigquit from a child process"),
+    re.compile(r"SIGQUIT received"),
+    re.compile(r"TokenizerManager hit an exception"),
+    re.compile(r"Initialization failed\. Please see the error messages above"),
+)
+
 _DECODE = re.compile(
     r"Decode batch[.,].*?#running-req:\s*(?P<running>\d+),\s*#token:\s*(?P<tokens>\d+),\s*"
     r"token usage:\s*(?P<usage>[\d.]+),\s*"
@@ -74,6 +85,10 @@ def parse_decode_line(line: str) -> DecodeStats | None:
 
 def is_ready_line(line: str) -> bool:
     return READY_LINE in line
+
+
+def is_fatal_line(line: str) -> bool:
+    return any(p.search(line) for p in _FATAL_PATTERNS)
 
 
 def mentions_oom(text: str) -> bool:

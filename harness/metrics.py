@@ -148,8 +148,12 @@ def accept_from_counters(
 
 
 def aggregate_metrics(runs: Sequence[RunSummary], objective_concurrency: int) -> dict[str, float]:
-    """Flat metric dict: objective-level names (`tok_s`, ...) plus one set per level."""
+    """Flat metric dict: objective-level names (`tok_s`, ...) plus one set per level. Incomplete
+    runs (a stalled request) are counted in `incomplete_runs` and left out of everything else."""
     metrics: dict[str, float] = {}
+    if any(r.incomplete for r in runs):
+        metrics["incomplete_runs"] = float(sum(r.incomplete for r in runs))
+        runs = [r for r in runs if not r.incomplete]
     for concurrency in sorted({r.concurrency for r in runs}):
         level = [r for r in runs if r.concurrency == concurrency]
         suffix = f"_c{concurrency}"

@@ -75,6 +75,7 @@ class RunSummary:
     truncated: int = 0  # finish_reason "length" before the reasoning ended
     ttft_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds
     itl_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds per token
+    incomplete: bool = False  # a request missed its deadline: recorded, left out of the means
 
 
 @dataclass
@@ -113,6 +114,7 @@ class TrialResult:
     oom_kind: str | None = None  # "gpu" (too high), "kv_pool" (too low) or "host" (HiCache)
     related: str | None = None  # the trial a duplicate / predicted_oom result was taken from
     warnings: list[str] = field(default_factory=list)  # e.g. "drafter_bypassed"
+    detect_s: float | None = None  # the server's fatal log line -> the harness noticing, wall
     schema_version: int = SCHEMA_VERSION
 
     @property

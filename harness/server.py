@@ -3,7 +3,12 @@
 Ready means the "fired up" line is in the log, `/health_generate` answers 200, and the process
 is still alive. Stop is SIGTERM to the whole group, a grace period, then SIGKILL to the group
 (unconditionally: children that ignored SIGTERM must not outlive the trial and hold the GPUs),
-then wait until the group is gone and the port is free again.
+then wait until the group is gone, the port is free again and (with NVML) the tree's processes
+hold no GPU memory.
+
+The server's output reaches server.log through a pipe the harness reads line by line: secrets it
+prints (SGLang logs its server_args, --api-key included) are masked before they touch the disk,
+and a fatal line (an OOM, a scheduler exception) is noticed the moment it arrives.
 """
 
 from __future__ import annotations
@@ -15,24 +20,38 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
 
-from harness.command import ServerCommand
+from harness.command import (
+    ServerCommand,
+    api_key,
+    recorded_argv,
+    recorded_shell,
+    redact_text,
+    secret_values,
+)
 from harness.errors import (
+    GpuMemoryHeld,
     PortInUse,
     ServerCrashed,
     ServerError,
     ServerOOM,
     ServerStartTimeout,
 )
-from harness.logs import classify_exit, excerpt, is_ready_line, oom_kind
+from harness.gpu import wait_gpu_released
+from harness.logs import classify_exit, excerpt, is_fatal_line, is_ready_line, oom_kind
 from harness.results import Outcome
 
 log = logging.getLogger(__name__)
+# A server still alive this long after printing a fatal line is half-killed: treat it as dead.
+FATAL_GRACE_S = 1.0
+# pid -> GPU MiB: processes of servers this process stopped that held GPU memory at the deadline.
+_UNRELEASED: dict[int, float] = {}
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -69,6 +88,7 @@ class Server:
         poll_interval_s: float = 0.2,
         mem_fraction_static: float | None = None,
         pid_file: Path | None = None,
+        gpu_release_timeout_s: float = 60.0,
     ):
         self.command = command
         self.log_path = log_path
@@ -77,8 +97,13 @@ class Server:
         self.poll_interval_s = poll_interval_s
         self.mem_fraction_static = mem_fraction_static
         self.pid_file = pid_file  # where a crashed sweep's successor finds a leftover server
+        self.gpu_release_timeout_s = gpu_release_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_fh: IO[bytes] | None = None
+        self._pump: threading.Thread | None = None
+        self._secrets = secret_values(command)
+        self._fatal_at: float | None = None  # monotonic time the first fatal line arrived
+        self.detect_s: float | None = None  # fatal line (or exit) -> the harness raising
         self._started_at: float | None = None
         self.ready_wall_s: float | None = None  # wall seconds from launch to ready
         self.teardown_s: float | None = None  # wall seconds from stop to group gone + port free
@@ -95,7 +120,8 @@ class Server:
         if self.proc is not None:
             raise RuntimeError("server already started")
         if self.pid_file is not None:
-            stop_leftover(self.pid_file, self.stop_grace_s)
+            stop_leftover(self.pid_file, self.stop_grace_s, self.gpu_release_timeout_s)
+        check_gpu_released()
         if not port_is_free(self.command.host, self.command.port):
             raise PortInUse(
                 f"port {self.command.port} on {self.command.host} is already in use by another "
@@ -105,20 +131,46 @@ class Server:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_fh = self.log_path.open("ab")
         env = {**os.environ, **self.command.env}
-        log.info("launching: %s", self.command.shell())
+        log.info("launching: %s", recorded_shell(self.command))
         self.proc = subprocess.Popen(
-            list(self.command.argv),
-            stdout=self._log_fh,
+            list(self.command.argv),  # an argv list: no shell ever parses a config value
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # own process group: stop() signals every child too
         )
         self._started_at = time.monotonic()
+        self._pump = threading.Thread(
+            target=self._copy_log, args=(self.proc.stdout, self._log_fh), daemon=True
+        )
+        self._pump.start()
         if self.pid_file is not None:
             self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-            record = {"pid": self.proc.pid, "port": self.command.port, "argv": self.proc.args}
+            argv = recorded_argv(self.command.argv)
+            record = {"pid": self.proc.pid, "port": self.command.port, "argv": argv}
             self.pid_file.write_text(json.dumps(record))
+
+    def _copy_log(self, pipe: IO[bytes], fh: IO[bytes]) -> None:
+        """server stdout -> server.log, secrets masked, fatal lines timed as they arrive."""
+        for raw in iter(pipe.readline, b""):
+            line = raw.decode(errors="surrogateescape")
+            if self._fatal_at is None and is_fatal_line(line):
+                self._fatal_at = time.monotonic()
+            with contextlib.suppress(ValueError):  # closed by stop() after a straggler
+                fh.write(redact_text(line, self._secrets).encode(errors="surrogateescape"))
+                fh.flush()
+        pipe.close()
+
+    def _drain_log(self, timeout_s: float = 2.0) -> None:
+        """Wait for the pump to reach EOF, so the log holds the dead server's last lines."""
+        if self._pump is not None:
+            self._pump.join(timeout_s)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        key = api_key(self.command.argv)
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     @property
     def pid(self) -> int | None:
@@ -140,7 +192,9 @@ class Server:
         deadline = self._started_at + self.ready_timeout_s
         offset = 0
         seen_ready_line = False
-        with httpx.Client(base_url=self.command.base_url, timeout=30.0) as client:
+        with httpx.Client(
+            base_url=self.command.base_url, timeout=30.0, headers=self.headers
+        ) as client:
             while True:
                 self.raise_if_exited(during="start-up")
                 if not seen_ready_line:
@@ -153,6 +207,7 @@ class Server:
                     return self.ready_wall_s
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    self._drain_log(0)
                     raise ServerStartTimeout(
                         f"server not ready after {self.ready_timeout_s:.0f} s (wall); raise "
                         "engine.ready_timeout_s if loading the model legitimately takes longer.",
@@ -168,14 +223,28 @@ class Server:
             return False
 
     def raise_if_exited(self, during: str) -> None:
-        """Turn an exited server into ServerOOM or ServerCrashed with the log's evidence."""
+        """Turn an exited server into ServerOOM or ServerCrashed with the log's evidence. A server
+        whose log says it died but whose process lingers past FATAL_GRACE_S counts as exited."""
         assert self.proc is not None
         rc = self.proc.poll()
+        now = time.monotonic()
         if rc is None:
-            return
+            if self._fatal_at is None or now - self._fatal_at < FATAL_GRACE_S:
+                return
+            message = f"server failed during {during}: its log reports a fatal error"
+        else:
+            self._drain_log()
+            message = f"server exited during {during} with return code {rc}"
+        if self._fatal_at is not None:
+            self.detect_s = now - self._fatal_at
         text = self.log_text()
         outcome = classify_exit(text, rc)
-        message = f"server exited during {during} with return code {rc}"
+        if outcome is not Outcome.OOM and rc is not None and rc < 0 and self._fatal_at is None:
+            name = signal.Signals(-rc).name if -rc in set(signal.Signals) else f"signal {-rc}"
+            message += (
+                f" (killed by {name} with nothing in its log to explain it: stopped from "
+                "outside the harness, e.g. by the OOM killer or an operator)"
+            )
         if outcome is Outcome.OOM:
             raise ServerOOM(
                 message + f" (out of memory; mem_fraction_static={self.mem_fraction_static})",
@@ -188,7 +257,9 @@ class Server:
 
     def server_info(self) -> dict[str, Any]:
         """Effective arguments and state: /server_info (0.5.23), else /get_server_info (0.5.1)."""
-        with httpx.Client(base_url=self.command.base_url, timeout=30.0) as client:
+        with httpx.Client(
+            base_url=self.command.base_url, timeout=30.0, headers=self.headers
+        ) as client:
             for path in ("/server_info", "/get_server_info"):
                 response = client.get(path)
                 if response.status_code == 404:
@@ -204,6 +275,7 @@ class Server:
             return None
         pgid = proc.pid  # start_new_session made the leader's pid the group id
         stopping = time.monotonic()
+        tree = process_tree(pgid)  # before the kill: whose GPU memory must come back
         if proc.poll() is None:
             _signal_group(pgid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -216,8 +288,10 @@ class Server:
             lambda: port_is_free(self.command.host, self.command.port), deadline_s=30.0
         ):
             log.warning("port %d still busy after the server stopped", self.command.port)
+        _await_gpu_release(tree, self.gpu_release_timeout_s)
         if self.teardown_s is None:
             self.teardown_s = time.monotonic() - stopping
+        self._drain_log()
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
@@ -228,30 +302,92 @@ class Server:
 
 def leftover_pid(pid_file: Path) -> int | None:
     """The pid recorded in `pid_file` if that process still runs the recorded command line
-    (so a recycled pid is never mistaken for it)."""
+    (so a recycled pid is never mistaken for it). The record holds the argv with secrets
+    replaced by references, so the live command line is compared the same way."""
     try:
         record = json.loads(pid_file.read_text())
         cmdline = Path(f"/proc/{record['pid']}/cmdline").read_bytes().split(b"\0")[:-1]
     except (FileNotFoundError, json.JSONDecodeError, KeyError, ProcessLookupError):
         return None
-    if [part.decode(errors="replace") for part in cmdline] != list(record["argv"]):
+    live = recorded_argv([part.decode(errors="replace") for part in cmdline])
+    if live != list(record["argv"]):
         return None
     return int(record["pid"])
 
 
-def stop_leftover(pid_file: Path, grace_s: float) -> int | None:
+def stop_leftover(
+    pid_file: Path, grace_s: float, gpu_release_timeout_s: float = 60.0
+) -> int | None:
     """Stop the server a crashed run recorded in `pid_file`; returns the pid stopped."""
     pid = leftover_pid(pid_file)
     if pid is None:
         pid_file.unlink(missing_ok=True)
         return None
     log.warning("stopping server pid %d left behind by an earlier run (%s)", pid, pid_file)
+    tree = process_tree(pid)
     _signal_group(pid, signal.SIGTERM)
     if not wait_until(lambda: not _group_alive(pid), deadline_s=grace_s, interval_s=0.1):
         _signal_group(pid, signal.SIGKILL)
         wait_until(lambda: not _group_alive(pid), deadline_s=30.0, interval_s=0.1)
     pid_file.unlink(missing_ok=True)
+    _await_gpu_release(tree, gpu_release_timeout_s)
     return pid
+
+
+def process_tree(pgid: int) -> set[int]:
+    """The live members of process group `pgid` and their descendants (a child that called
+    setsid is still a descendant), from /proc."""
+    parents: dict[int, int] = {}
+    members = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ...
+        parents[int(entry)] = int(fields[1])
+        if int(fields[2]) == pgid:
+            members.add(int(entry))
+    tree, frontier = set(members), list(members)
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return tree
+
+
+def _await_gpu_release(tree: set[int], deadline_s: float) -> None:
+    held = wait_gpu_released(tree, deadline_s) if tree else []
+    for holder in held or []:
+        _UNRELEASED[holder.pid] = holder.used_mib
+    if held:
+        log.warning(
+            "GPU memory still held %.0f s after the server stopped: %s",
+            deadline_s,
+            ", ".join(f"pid {p.pid} {p.used_mib:.0f} MiB on GPU {p.gpu}" for p in held),
+        )
+
+
+def check_gpu_released() -> None:
+    """Before a launch: a stopped server's processes that held GPU memory at their deadline must
+    have let go by now, or the next server runs out of memory against them."""
+    if not _UNRELEASED:
+        return
+    held = wait_gpu_released(set(_UNRELEASED), 0) or []
+    _UNRELEASED.clear()
+    for holder in held:
+        _UNRELEASED[holder.pid] = holder.used_mib
+    if held:
+        listed = ", ".join(f"pid {p.pid} ({p.used_mib:.0f} MiB on GPU {p.gpu})" for p in held)
+        raise GpuMemoryHeld(
+            f"the previous server's processes still hold GPU memory: {listed}. Not launching "
+            "into it (the next server would run out of memory). Check nvidia-smi and stop them; "
+            "raise engine.gpu_release_timeout_s if the driver is just slow to free memory."
+        )
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -276,4 +412,3 @@ def pid_alive(pid: int) -> bool:
 
 def _group_alive(pgid: int) -> bool:
     return _signal_zero_succeeds(os.killpg, pgid)
-    return True

@@ -38,6 +38,7 @@ class EngineSpec:
     sglang_version: str = "0.5.23"  # which flag/log surface to speak
     ready_timeout_s: float = 1800.0  # wall seconds
     stop_grace_s: float = 30.0  # wall seconds between SIGTERM and SIGKILL
+    gpu_release_timeout_s: float = 60.0  # wall seconds for a stopped tree's GPU memory (NVML)
     extra_args: tuple[str, ...] = ()  # engine-only flags (the simulator's --sim-* flags)
 
     def __post_init__(self) -> None:
@@ -54,6 +55,7 @@ class EngineSpec:
         )
         _check_range("engine.ready_timeout_s", self.ready_timeout_s, 1, 24 * 3600)
         _check_range("engine.stop_grace_s", self.stop_grace_s, 0, 600)
+        _check_range("engine.gpu_release_timeout_s", self.gpu_release_timeout_s, 0, 3600)
 
     @property
     def simulated(self) -> bool:
@@ -68,6 +70,9 @@ class ServerSpec:
     tp_size: int = 1
     host: str = "127.0.0.1"
     port: int = 30000
+    # SGLang's --api-key. Read from the environment variable server.api_key_env names; kept out of
+    # repr and of everything recorded (harness.command's redaction helpers).
+    api_key: str | None = field(default=None, repr=False)
     trust_remote_code: bool = False
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None

@@ -8,7 +8,7 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from harness.command import build_server_command
 from harness.errors import ConfigError
@@ -27,7 +27,7 @@ register()
 
 def run_job(cfg: DictConfig) -> TrialResult:
     folder = Path(HydraConfig.get().runtime.output_dir)
-    (folder / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (folder / "config.yaml").write_text(provenance.config_yaml(cfg))
     reporter = ConsoleReporter(simulated=cfg.engine.name == "sim")
     try:
         spec = build_trial_spec(cfg)

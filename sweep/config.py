@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.bench import BenchmarkSpec, EarlyStop
 from harness.errors import ConfigError
 from harness.flags import engine_python, installed_sglang_version, surface_of
+from harness.prompts import load_prompts
 from harness.spec import EngineSpec, ServerSpec
 
 SEARCHED = (
@@ -116,8 +118,23 @@ def build_engine_spec(cfg: DictConfig) -> EngineSpec:
         sglang_version=version,
         ready_timeout_s=engine.ready_timeout_s,
         stop_grace_s=engine.stop_grace_s,
+        gpu_release_timeout_s=engine.gpu_release_timeout_s,
         extra_args=tuple(extra),
     )
+
+
+def _api_key(variable: str | None) -> str | None:
+    """SGLang's --api-key comes from the environment: the config names the variable only, so the
+    key is in no config file, override or record."""
+    if not variable:
+        return None
+    key = os.environ.get(variable)
+    if not key:
+        raise ConfigError(
+            f"server.api_key_env={variable}: the environment variable {variable} is not set. "
+            f"Export {variable}=<key> before the sweep, or set server.api_key_env=null."
+        )
+    return key
 
 
 def build_server_spec(cfg: DictConfig) -> ServerSpec:
@@ -135,6 +152,7 @@ def build_server_spec(cfg: DictConfig) -> ServerSpec:
         tp_size=model.tp,
         host=s.host,
         port=s.port,
+        api_key=_api_key(s.api_key_env),
         trust_remote_code=model.trust_remote_code,
         reasoning_parser=model.reasoning_parser,
         tool_call_parser=model.tool_call_parser,
@@ -159,6 +177,7 @@ def build_server_spec(cfg: DictConfig) -> ServerSpec:
 
 def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
     b = cfg.benchmark
+    load_prompts(b.prompts, b.seed)  # a malformed prompt file fails here, not after a launch
     return BenchmarkSpec(
         model=cfg.model.path,
         prompts=b.prompts,
@@ -173,6 +192,7 @@ def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
         ignore_eos=b.ignore_eos,
         thinking=b.thinking,
         request_timeout_s=b.request_timeout_s,
+        min_request_tok_s=b.min_request_tok_s,
         seed=b.seed,
         adaptive=b.adaptive,
         target_ci_pct=b.target_ci_pct,

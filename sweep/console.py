@@ -92,6 +92,8 @@ class ConsoleReporter:
         tok_s = f"{summary.decode_tok_s:.1f} tok/s" if summary.decode_tok_s else "no tokens"
         accept = f", accept len {summary.accept_len:.2f}" if summary.accept_len else ""
         errors = f", [red]{summary.errors} failed[/red]" if summary.errors else ""
+        if summary.incomplete:
+            errors += " [yellow](incomplete: a request stalled; left out, run repeated)[/yellow]"
         level = f" @ concurrency {summary.concurrency}" if summary.concurrency != 1 else ""
         console.print(f"    run {summary.run}/{total_runs}{level}: {tok_s}{accept}{errors}")
 
@@ -117,6 +119,13 @@ class ConsoleReporter:
                 f"    [yellow]warning:[/] {100 * truncated:.0f}% of the outputs were cut at "
                 "max_tokens before the reasoning ended; the speed then describes the thinking "
                 "phase only. Raise benchmark.max_tokens to measure whole answers.",
+                soft_wrap=True,
+            )
+        if "stalled_requests" in result.warnings:
+            console.print(
+                f"    [yellow]warning:[/] {int(result.metrics.get('incomplete_runs', 0))} run(s) "
+                "had a request that stalled past its deadline (benchmark.request_timeout_s); "
+                "they are recorded as incomplete and left out of the means.",
                 soft_wrap=True,
             )
         if "drafter_bypassed" in result.warnings:

@@ -7,6 +7,7 @@ reference to an environment variable the operator sets (SGLANG_API_KEY for --api
 
 from __future__ import annotations
 
+import re
 import shlex
 from datetime import datetime
 
@@ -14,6 +15,7 @@ from harness.command import ServerCommand, redacted_argv, redacted_env
 
 SECRET_FLAG_ENV = "SGLANG_API_KEY"
 CONTINUATION = " \\\n    "  # backslash, newline, indent
+_UNIT_SAFE = re.compile(r"[A-Za-z0-9_./:=,+@-]+")  # needs no quoting in a unit file
 
 
 def _argv_shell(command: ServerCommand) -> str:
@@ -27,10 +29,28 @@ def _argv_shell(command: ServerCommand) -> str:
     return CONTINUATION.join(" ".join(line) for line in lines if line)
 
 
+def _one_line(text: str) -> str:
+    """A description from config values, fit for a comment or a unit key: a newline in it would
+    start a shell command or a unit directive."""
+    return " ".join(text.split())
+
+
+def _unit_quote(value: str, exec_line: bool) -> str:
+    """systemd's quoting (systemd.syntax(7)): double quotes with C escapes, so a newline cannot
+    end the line; % is a specifier and, on Exec lines, $ a variable, both doubled."""
+    if _UNIT_SAFE.fullmatch(value):
+        return value
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    escaped = escaped.replace("%", "%%")
+    if exec_line:
+        escaped = escaped.replace("$", "$$")
+    return f'"{escaped}"'
+
+
 def launch_script(command: ServerCommand, description: str) -> str:
     lines = [
         "#!/usr/bin/env bash",
-        f"# {description}",
+        f"# {_one_line(description)}",
         f"# Exported by specsweep on {datetime.now():%Y-%m-%d %H:%M}: the trial's exact command.",
         "set -euo pipefail",
     ]
@@ -47,25 +67,26 @@ def launch_script(command: ServerCommand, description: str) -> str:
 def systemd_unit(command: ServerCommand, description: str, env_file: str) -> str:
     env = redacted_env(command.env)
     argv = [
-        f"${{{SECRET_FLAG_ENV}}}" if part is None else part for part in redacted_argv(command.argv)
+        f"${{{SECRET_FLAG_ENV}}}" if part is None else _unit_quote(part, exec_line=True)
+        for part in redacted_argv(command.argv)
     ]
     lines = [
         "[Unit]",
-        f"Description={description}",
+        f"Description={_one_line(description).replace('%', '%%')}",
         "After=network-online.target",
         "Wants=network-online.target",
         "",
         "[Service]",
         "Type=simple",
         *(
-            f"Environment={shlex.quote(f'{k}={v}')}"
+            f"Environment={_unit_quote(f'{k}={v}', exec_line=False)}"
             for k, v in sorted(env.items())
             if v is not None
         ),
         f"# Secrets ({', '.join(sorted(k for k, v in env.items() if v is None)) or SECRET_FLAG_ENV}"
         f" if used) go in {env_file}, readable by root only.",
         f"EnvironmentFile=-{env_file}",
-        f"ExecStart={shlex.join(argv)}",
+        f"ExecStart={' '.join(argv)}",
         "Restart=on-failure",
         "RestartSec=30",
         # Stop the whole tree: SGLang's schedulers hold the GPUs.

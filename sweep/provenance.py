@@ -23,7 +23,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.command import ServerCommand, is_secret_name, redacted_argv
+from harness.command import (
+    REDACTED,
+    ServerCommand,
+    recorded_argv,
+    redact_url_passwords,
+    redacted_env,
+)
 from harness.gpu import gpu_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,12 +78,38 @@ def prompts_hash(source: str) -> str:
 def environment(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     env.update(extra)
-    return {k: ("<redacted>" if is_secret_name(k) else v) for k, v in sorted(env.items())}
+    return {k: (REDACTED if v is None else v) for k, v in sorted(redacted_env(env).items())}
+
+
+def redacted_config(node: Any, key: str = "") -> Any:
+    """A config container safe to write down: a secret-named value (hardware.env.HF_TOKEN)
+    becomes `${oc.env:NAME}`, read back from the environment when the config is recomposed;
+    passwords in URLs are masked. `*_env` keys name variables and are kept."""
+    if isinstance(node, dict):
+        return {k: redacted_config(v, str(k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [redacted_config(v) for v in node]
+    if isinstance(node, str):
+        if key and not key.endswith("_env") and redacted_env({key: node})[key] is None:
+            return "${oc.env:" + key + "}" if key.isidentifier() else REDACTED
+        return redact_url_passwords(node)
+    return node
+
+
+def config_yaml(cfg: DictConfig) -> str:
+    """config.yaml for a trial folder: the job's resolved config, secrets redacted."""
+    task = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    return OmegaConf.to_yaml(
+        OmegaConf.create(redacted_config(OmegaConf.to_container(task, resolve=True)))
+    )
 
 
 def measured_config(cfg: DictConfig) -> dict[str, Any]:
     """The config groups that decide what is measured (not where results go or trial names)."""
-    return {group: OmegaConf.to_container(cfg[group], resolve=True) for group in MEASURED_GROUPS}
+    return {
+        group: redacted_config(OmegaConf.to_container(cfg[group], resolve=True))
+        for group in MEASURED_GROUPS
+    }
 
 
 def collect(cfg: DictConfig, command: ServerCommand, simulator: dict[str, Any] | None) -> dict:
@@ -94,7 +126,7 @@ def collect(cfg: DictConfig, command: ServerCommand, simulator: dict[str, Any] |
         "simulator": simulator,
         "host": socket.gethostname(),
         "environment": environment(dict(command.env)),
-        "argv": ["<redacted>" if part is None else part for part in redacted_argv(command.argv)],
+        "argv": recorded_argv(command.argv),
         "config": config,
         "config_hash": hashlib.sha256(config_blob).hexdigest()[:16],
         "prompts_hash": prompts_hash(cfg.benchmark.prompts),

@@ -22,6 +22,7 @@ class EngineConfig:
     clock_scale: float = 1.0  # simulated seconds per wall second (sim only)
     ready_timeout_s: float = 1800.0  # wall seconds until the server must be ready
     stop_grace_s: float = 30.0
+    gpu_release_timeout_s: float = 60.0  # after a stop, until its processes hold no GPU memory
     extra_args: List[str] = field(default_factory=list)
 
 
@@ -60,8 +61,9 @@ class HardwareConfig:
 
 @dataclass
 class ServerConfig:
-    host: str = "127.0.0.1"
+    host: str = "127.0.0.1"  # loopback: the server is reachable from this machine only
     port: int = 30000
+    api_key_env: Optional[str] = None  # names the variable holding SGLang's --api-key
     cuda_graph: bool = True
     cuda_graph_max_bs: Optional[int] = None
     max_running_requests: Optional[int] = None
@@ -89,7 +91,8 @@ class BenchmarkConfig:
     temperature: float = 0.0
     ignore_eos: bool = False
     thinking: bool = True
-    request_timeout_s: float = 900.0
+    request_timeout_s: Optional[float] = None  # null: 60 + max_tokens / min_request_tok_s
+    min_request_tok_s: float = 5.0  # the slowest rate a working server is allowed per request
     seed: int = 0
     adaptive: bool = False  # add runs until the 95% interval is within target_ci_pct
     target_ci_pct: float = 2.0

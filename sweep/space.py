@@ -15,6 +15,9 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
+from sweep.schema import ServerConfig
+
+_SERVER_KEYS = set(ServerConfig.__dataclass_fields__)
 
 STEPS, TOPK, DRAFT = (
     "speculative_num_steps",
@@ -22,6 +25,17 @@ STEPS, TOPK, DRAFT = (
     "speculative_num_draft_tokens",
 )
 TYPES = ("int", "float", "categorical")
+# What SGLang (and harness.spec) accepts for each searchable server knob: a space reaching past
+# these would only produce invalid trials, so it is refused before the sweep starts.
+LIMITS = {
+    STEPS: (1, 16),
+    TOPK: (1, 16),
+    DRAFT: (2, 256),
+    "mem_fraction_static": (0.05, 0.99),
+    "hicache_size": (0, 4096),
+    "max_running_requests": (1, 1 << 20),
+    "cuda_graph_max_bs": (1, 4096),
+}
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,30 @@ class Param:
                 )
         elif self.low is None or self.high is None or self.low > self.high:
             raise ConfigError(f"{where}: needs low <= high (got low={self.low}, high={self.high}).")
+        if self.target is None and self.name not in _SERVER_KEYS:
+            raise ConfigError(
+                f"{where}: unknown parameter: server has no {self.name!r}. Search one of "
+                f"{', '.join(sorted(LIMITS))}, or give target=<config key> (e.g. target=drafter)."
+            )
+        self._check_limits(where)
+
+    def _check_limits(self, where: str) -> None:
+        if self.target is not None or self.name not in LIMITS:
+            return
+        lo, hi = LIMITS[self.name]
+        if self.type == "categorical":
+            values = [("choices", c) for c in self.choices if c is not None]
+        else:
+            values = [("low", self.low), ("high", self.high)]
+        for label, value in values:
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ConfigError(f"{where}.{label}={value!r}: must be a number in {lo}..{hi}.")
+            if isinstance(value, float) and value.is_integer() and self.type == "int":
+                value = int(value)  # the schema stores bounds as floats; say it as written
+            if value < lo:
+                raise ConfigError(f"{where}.{label}={value}: must be >= {lo} (SGLang: {lo}..{hi}).")
+            if value > hi:
+                raise ConfigError(f"{where}.{label}={value}: must be <= {hi} (SGLang: {lo}..{hi}).")
 
     @property
     def key(self) -> str:

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from harness.errors import ConfigError, PortInUse
+from harness.command import redact_url_passwords
+from harness.errors import ConfigError, MachineNotReady
 from harness.results import Outcome, TrialResult
+from sweep import provenance
 from sweep.config import build_trial_spec
 from sweep.console import (
     ConsoleReporter,
@@ -81,11 +83,19 @@ class StudyRun:
         cfg = self.cfg
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # no migration chatter
-        self.tracker = Tracker(
-            resolve_sqlite_uri(cfg.tracking.mlflow_uri),
-            cfg.tracking.experiment,
-            Path(cfg.tracking.dir).resolve() / "mlartifacts",
-        )
+        try:
+            self.tracker = Tracker(
+                resolve_sqlite_uri(cfg.tracking.mlflow_uri),
+                cfg.tracking.experiment,
+                Path(cfg.tracking.dir).resolve() / "mlartifacts",
+            )
+        except Exception as exc:  # before any launch: refuse rather than sweep untracked
+            console.print(
+                f"[red]error:[/red] MLflow at {redact_url_passwords(cfg.tracking.mlflow_uri)} "
+                f"does not answer ({type(exc).__name__}). Start it or fix tracking.mlflow_uri.",
+                soft_wrap=True,
+            )
+            raise SystemExit(2) from None
         self.study = optuna.create_study(
             study_name=cfg.search.study_name,
             storage=resolve_sqlite_uri(cfg.tracking.optuna_storage),
@@ -147,7 +157,7 @@ class StudyRun:
                 "[yellow]interrupted: the server was stopped; results so far are kept.[/]"
             )
             raise
-        except PortInUse as exc:
+        except MachineNotReady as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise SystemExit(1) from None
         finally:
@@ -324,8 +334,7 @@ class StudyRun:
         folder = self.study_dir / name
         folder.mkdir(parents=True, exist_ok=True)
         # The job's own keys only: Hydra's runtime section exists only inside a launched job.
-        task_cfg = OmegaConf.masked_copy(job_cfg, [k for k in job_cfg if k != "hydra"])
-        (folder / "config.yaml").write_text(OmegaConf.to_yaml(task_cfg, resolve=True))
+        (folder / "config.yaml").write_text(provenance.config_yaml(job_cfg))
         source_name = f"trial_{source.number:04d}"
         earlier = None
         if (
@@ -395,6 +404,8 @@ class StudyRun:
             json.dumps(
                 {
                     "status": status,
+                    "experiment": self.cfg.tracking.experiment,
+                    "mlflow_parent_run_id": self.parent,  # python -m sweep.sync closes it
                     "simulated": self.simulated,
                     "objective": self.objective.name,
                     "baseline": self.baseline.to_dict() if self.baseline else None,
@@ -409,7 +420,15 @@ class StudyRun:
             )
         )
         self.tracker.end_sweep(self.parent, metrics, [summary], status)
-        mlflow_db = resolve_sqlite_uri(self.cfg.tracking.mlflow_uri)
+        mlflow_db = redact_url_passwords(resolve_sqlite_uri(self.cfg.tracking.mlflow_uri))
+        if self.tracker.offline:
+            console.print(
+                f"[bold yellow]MLflow was unreachable from mid-sweep ({self.tracker.offline}); "
+                "nothing is lost, the trial folders hold it all. Upload it with:[/] python -m "
+                f"sweep.sync --tracking-dir {Path(self.cfg.tracking.dir).resolve()} "
+                f"--mlflow-uri {mlflow_db}",
+                soft_wrap=True,
+            )
         # soft_wrap: paths and commands stay on one line, ready to copy.
         console.print(f"\nTrial folders: {self.study_dir}", soft_wrap=True)
         console.print(f"Summary:       {summary}", soft_wrap=True)

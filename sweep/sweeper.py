@@ -19,7 +19,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from harness.errors import ConfigError, PortInUse, SpecsweepError
+from harness.errors import ConfigError, MachineNotReady, SpecsweepError
 from harness.results import Outcome, TrialResult
 from sweep.config import build_trial_spec, check_drafter, check_launch_flags, setup_key
 from sweep.console import console
@@ -148,7 +148,7 @@ class SpecsweepSweeperImpl(Sweeper):
         self._job_idx += 1
         try:
             return returns[0].return_value
-        except (PortInUse, KeyboardInterrupt):
+        except (MachineNotReady, KeyboardInterrupt):
             raise
         except Exception as exc:  # a harness bug must not take the measured trials with it
             name = next((o.split("=", 1)[1] for o in overrides if o.startswith("trial.name=")), "?")

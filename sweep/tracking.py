@@ -3,12 +3,19 @@
 Keys are the same for every trial so MLflow's compare view lines them up: params named after
 SGLang's flags plus `effective.<name>` from /server_info, metrics `tok_s`, `tok_s_ci95`,
 `accept_len`, `speedup_vs_baseline` (and the per-level ones), tags `specsweep.*`.
+
+MLflow is a copy, the trial folders are the record: each folder gets `tracking.json` (where and
+under which parent it belongs) before the upload, and a tracking store that stops answering
+mid-sweep turns tracking off with one warning instead of failing trials. `python -m sweep.sync`
+uploads later, with the same `upload_trial`, whatever MLflow lacks.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import socket
 import time
 from pathlib import Path
@@ -18,6 +25,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from harness.command import redact_url_passwords
 from harness.results import Outcome, TrialResult
 from harness.server import pid_alive
 from sweep import provenance
@@ -25,6 +33,7 @@ from sweep.config import EFFECTIVE_KEYS, PARAM_KEYS
 
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND = "mlflow.experimentKind"
+TRACKING_RECORD = "tracking.json"
 
 
 def sqlite_uri(path: Path) -> str:
@@ -41,10 +50,24 @@ def resolve_sqlite_uri(uri: str) -> str:
     return uri
 
 
+def read_tracking_record(folder: Path) -> dict[str, Any] | None:
+    path = folder / TRACKING_RECORD
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 class Tracker:
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path):
+        if tracking_uri.startswith(("http://", "https://")):
+            # A dead tracking server must cost seconds per attempt, not MLflow's default minutes
+            # of retries with backoff.
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.artifact_root = artifact_root
+        self.offline: str | None = None  # why tracking stopped, once the store stopped answering
         found = self.client.get_experiment_by_name(experiment)
         if found is None:
             artifact_root.mkdir(parents=True, exist_ok=True)
@@ -84,6 +107,16 @@ class Tracker:
         return run.info.run_id
 
     def end_sweep(
+        self, run_id: str | None, metrics: dict[str, float], artifacts: list[Path], status: str
+    ) -> None:
+        if run_id is None or self.offline:
+            return
+        try:
+            self.close_sweep(run_id, metrics, artifacts, status)
+        except Exception as exc:
+            self._went_offline(exc)
+
+    def close_sweep(
         self, run_id: str, metrics: dict[str, float], artifacts: list[Path], status: str
     ) -> None:
         self._log(run_id, metrics=metrics)
@@ -92,6 +125,62 @@ class Tracker:
         self.client.set_terminated(run_id, status=status)
 
     def log_trial(
+        self,
+        result: TrialResult,
+        *,
+        parent_run_id: str | None,
+        study: str,
+        baseline_tok_s: float | None,
+    ) -> str | None:
+        """Record where the trial belongs in its folder, then upload it; None if MLflow is down
+        (the folder has everything for `python -m sweep.sync`)."""
+        if result.folder and Path(result.folder).is_dir():
+            record = {
+                "experiment": self.experiment,
+                "mlflow_uri": redact_url_passwords(self.tracking_uri),
+                "parent_run_id": parent_run_id,
+                "study": study,
+                "baseline_tok_s": baseline_tok_s,
+            }
+            (Path(result.folder) / TRACKING_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        if self.offline:
+            return None
+        try:
+            return self.upload_trial(
+                result, parent_run_id=parent_run_id, study=study, baseline_tok_s=baseline_tok_s
+            )
+        except Exception as exc:  # the store's failure must not take the measured trial with it
+            self._went_offline(exc)
+            return None
+
+    def _went_offline(self, exc: Exception) -> None:
+        from sweep.console import console
+
+        self.offline = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        uri = redact_url_passwords(self.tracking_uri)
+        console.print(
+            f"[bold yellow]warning:[/] MLflow at {uri} stopped answering ({self.offline}). The "
+            "sweep goes on without it: every trial folder keeps its results, config and logs. "
+            f"Upload them later with: python -m sweep.sync --tracking-dir "
+            f"{self.artifact_root.parent} --mlflow-uri {uri}",
+            soft_wrap=True,
+        )
+
+    def logged_folders(self) -> dict[str, list[Any]]:
+        """Trial folder -> the runs of this experiment that were uploaded from it."""
+        found: dict[str, list[Any]] = {}
+        token = None
+        while True:
+            page = self.client.search_runs([self.experiment_id], max_results=1000, page_token=token)
+            for run in page:
+                folder = run.data.tags.get("specsweep.folder")
+                if folder:
+                    found.setdefault(folder, []).append(run)
+            token = page.token
+            if not token:
+                return found
+
+    def upload_trial(
         self,
         result: TrialResult,
         *,

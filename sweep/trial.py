@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from harness.bench import Benchmark
 from harness.clock import ServerClock
-from harness.command import build_server_command
+from harness.command import build_server_command, recorded_argv, recorded_shell
 from harness.errors import ServerCrashed, ServerOOM, ServerStartTimeout
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
 from harness.server import Server
@@ -56,7 +56,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
     reporter = reporter or SilentReporter()
     folder.mkdir(parents=True, exist_ok=True)
     command = build_server_command(spec.server, spec.engine)
-    (folder / "command.sh").write_text("#!/usr/bin/env bash\n" + command.shell() + "\n")
+    (folder / "command.sh").write_text("#!/usr/bin/env bash\n" + recorded_shell(command) + "\n")
     result = TrialResult(
         name=spec.name,
         role=spec.role,
@@ -65,7 +65,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         simulated=spec.engine.simulated,
         clock_scale=1.0,
         params=dict(spec.params),
-        command=list(command.argv),
+        command=recorded_argv(command.argv),  # the --api-key value as $SGLANG_API_KEY
         folder=str(folder),
         number=spec.number,
     )
@@ -75,6 +75,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         folder / "server.log",
         ready_timeout_s=spec.engine.ready_timeout_s,
         stop_grace_s=spec.engine.stop_grace_s,
+        gpu_release_timeout_s=spec.engine.gpu_release_timeout_s,
         mem_fraction_static=spec.server.mem_fraction_static,
         pid_file=spec.pid_file,
     )
@@ -99,6 +100,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 server_log=folder / "server.log",
                 check_server=lambda: server.raise_if_exited(during="the benchmark"),
                 early_stop=spec.early_stop,
+                headers=server.headers,
             )
             measured = bench.run()
             result.metrics, result.runs = measured.metrics, measured.runs
@@ -112,6 +114,8 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 errors = [r.error for r in measured.records if r.error]
                 result.outcome = Outcome.ERROR
                 result.error = "no request completed" + (f": {errors[0]}" if errors else "")
+        if any(r.incomplete for r in result.runs):
+            result.warnings.append("stalled_requests")
         accept = result.metrics.get("accept_len")
         if spec.server.speculative and accept is not None and accept <= BYPASSED_ACCEPT_LEN:
             # Every draft rejected: the seeds' EAGLE-vs-EAGLE3 failure, or a broken drafter.
@@ -126,6 +130,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         result.outcome, result.error = Outcome.INTERRUPTED, "interrupted by the user"
         raise
     finally:
+        result.detect_s = server.detect_s
         result.teardown_s = server.teardown_s
         if server.ready_wall_s is not None:
             result.startup_wall_s = server.ready_wall_s

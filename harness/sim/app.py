@@ -80,10 +80,30 @@ async def _json_body(request: Request) -> dict[str, Any] | None:
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI()
     engine = state.engine
+    key = state.args.get("api_key")
+    if key:
+
+        @app.middleware("http")
+        async def authenticate(request: Request, call_next):
+            """SGLang's add_api_key_middleware: every path but /health* and /metrics needs
+            `Authorization: Bearer <key>`."""
+            path = request.url.path
+            if request.method == "OPTIONS" or path.startswith(("/health", "/metrics")):
+                return await call_next(request)
+            if request.headers.get("Authorization") != f"Bearer {key}":
+                return JSONResponse({"error": "Unauthorized"}, status_code=401)
+            return await call_next(request)
+
+    # SGLang echoes its server args, key included; the simulator leaves the key out (the harness
+    # records only chosen keys, but a copy of this answer must never be a leak).
+    launch_command = [
+        "<redacted>" if i and state.launch_command[i - 1] == "--api-key" else part
+        for i, part in enumerate(state.launch_command)
+    ]
 
     def server_info() -> dict[str, Any]:
         version = "0.5.1" if state.legacy else "0.5.23"
-        args = reported_args(state.args, version)
+        args = {k: v for k, v in reported_args(state.args, version).items() if k != "api_key"}
         internal: dict[str, Any] = {
             **args,
             "last_gen_throughput": engine.counters.last_gen_throughput,
@@ -112,7 +132,7 @@ def create_app(state: ServerState) -> FastAPI:
             }
         return {
             **args,
-            "launch_command": state.launch_command,
+            "launch_command": launch_command,
             "status": "ready" if state.status == "Up" else "starting",
             "max_total_num_tokens": state.plan.kv_tokens,
             "startup_time": state.started_at,

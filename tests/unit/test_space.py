@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import optuna
 import pytest
 from omegaconf import OmegaConf
@@ -83,3 +85,26 @@ def test_bad_space_is_refused(bad, message):
 def test_draft_tokens_alone_are_refused():
     with pytest.raises(ConfigError, match="only together with"):
         SearchSpace.from_config(OmegaConf.create({DRAFT: SPACE[DRAFT]}))
+
+
+@pytest.mark.parametrize(
+    ("name", "node", "message"),
+    [
+        ("warp_factor", {"type": "int", "low": 1, "high": 9}, "unknown parameter"),
+        (STEPS, {"type": "int", "low": 0.0, "high": 4.0}, f"{STEPS}.low=0: must be >= 1"),
+        (TOPK, {"type": "categorical", "choices": [1, 32]}, f"{TOPK}.choices=32: must be <= 16"),
+        ("mem_fraction_static", {"type": "float", "low": 0.8, "high": 1.2}, "high=1.2: must be <="),
+    ],
+)
+def test_space_outside_sglangs_ranges_is_refused(name, node, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        SearchSpace.from_config(OmegaConf.create({name: node}))
+
+
+def test_a_targeted_parameter_may_name_any_config_key():
+    space = SearchSpace.from_config(
+        OmegaConf.create(
+            {"drafter": {"type": "categorical", "choices": ["a"], "target": "drafter"}}
+        )
+    )
+    assert space.overrides({"drafter": "a"}) == ["drafter=a"]

@@ -1,0 +1,164 @@
+"""The real CLI under faults outside the server: a tracking server that dies mid-sweep (then
+`python -m sweep.sync`), one that is down at the start, and bad input refused before launch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import ROOT, free_port, processes_mentioning
+from tests.e2e.test_sweep_cli import SMALL, sweep
+
+pytestmark = pytest.mark.e2e
+STUDY = "kimi-k25-eagle3"
+
+
+def mlflow_server(db, port: int) -> subprocess.Popen:
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}"),
+            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError("mlflow server did not start")
+
+
+def sync(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.sync", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def runs_by_folder(uri: str) -> dict[str, object]:
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(STUDY)
+    runs = client.search_runs([experiment.experiment_id])
+    return {r.data.tags["specsweep.folder"]: r for r in runs if "specsweep.folder" in r.data.tags}
+
+
+def test_tracking_server_killed_mid_sweep_loses_nothing_and_sync_uploads_it(tmp_path):
+    db, mlflow_port, port = tmp_path / "server.db", free_port(), free_port()
+    server = mlflow_server(db, mlflow_port)
+    argv = [sys.executable, "sweep.py", "-m", f"tracking.dir={tmp_path / 'results'}"]
+    argv += [f"server.port={port}", *SMALL, "search.n_trials=2", "search.remeasure_baseline=false"]
+    argv += [f"tracking.mlflow_uri=http://127.0.0.1:{mlflow_port}"]
+    sweep_proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    first_trial = tmp_path / "results" / STUDY / "trial_0000" / "server.log"
+    try:
+        deadline = time.monotonic() + 180
+        while not first_trial.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert first_trial.exists(), "the sweep never reached its first trial"
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)  # the baseline is logged; the trials will not be
+        server.wait()
+    out, _ = sweep_proc.communicate(timeout=240)
+    out = out.decode()
+    assert sweep_proc.returncode == 0, out
+    assert "stopped answering" in out and "python -m sweep.sync" in out
+    folders = sorted((tmp_path / "results" / STUDY).glob("*/result.json"))
+    assert len(folders) == 3  # the baseline and two trials, all on disk
+    for result in folders:
+        names = {p.name for p in result.parent.iterdir()}
+        assert {"config.yaml", "command.sh", "server.log", "tracking.json"} <= names
+    assert processes_mentioning(f"--port {port} ") == []
+
+    uri = f"sqlite:///{db}"  # the dead server's store, read directly
+    before = runs_by_folder(uri)
+    assert len(before) == 1  # only the baseline made it
+    first = sync("--tracking-dir", str(tmp_path / "results"), "--mlflow-uri", uri)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "2 trial(s) uploaded, 1 already in MLflow, 1 sweep run(s) closed" in first.stdout
+    after = runs_by_folder(uri)
+    assert set(after) == {str(p.parent) for p in folders}
+    parent = after[next(iter(before))].data.tags["mlflow.parentRunId"]
+    assert all(r.data.tags.get("mlflow.parentRunId") == parent for r in after.values())
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_run(parent).info.status == "FINISHED"
+    again = sync("--tracking-dir", str(tmp_path / "results"), "--mlflow-uri", uri)
+    assert "0 trial(s) uploaded, 3 already in MLflow, 0 sweep run(s) closed" in again.stdout
+
+    # Uploaded later is the same as logged live: sync everything into a fresh store and compare
+    # the baseline, which was logged live above.
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert sync("--tracking-dir", str(tmp_path / "results"), "--mlflow-uri", fresh).returncode == 0
+    live, later = before[next(iter(before))], runs_by_folder(fresh)[next(iter(before))]
+    assert live.data.params == later.data.params
+    assert live.data.metrics == later.data.metrics
+    ignored = {"mlflow.parentRunId", "mlflow.user"}
+    assert {k: v for k, v in live.data.tags.items() if k not in ignored} == {
+        k: v for k, v in later.data.tags.items() if k not in ignored
+    }
+    live_files = {a.path for a in client.list_artifacts(live.info.run_id)}
+    later_files = {a.path for a in MlflowClient(fresh).list_artifacts(later.info.run_id)}
+    assert live_files == later_files
+
+
+def test_unreachable_tracking_server_is_refused_before_anything_starts(tmp_path):
+    dead = f"tracking.mlflow_uri=http://127.0.0.1:{free_port()}"
+    for extra in ([], ["preflight=false"]):
+        proc = sweep(tmp_path, free_port(), dead, *extra)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "does not answer" in proc.stdout
+        assert not (tmp_path / STUDY).exists()  # no trial folder: nothing was launched
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["search.space.speculative_num_steps.low=0"],
+            "search.space.speculative_num_steps.low=0: must be >= 1",
+        ),
+        (["server.warp_factor=9"], "Could not override 'server.warp_factor'"),
+        (
+            [
+                "server.speculative_num_steps=2",
+                "server.speculative_eagle_topk=2",
+                "server.speculative_num_draft_tokens=9",
+            ],
+            "speculative_num_draft_tokens=9 exceeds",
+        ),
+        (["engine.name=vllm"], "engine='vllm' is unknown: use one of sim, sglang"),
+        (["engine=vllm"], "Could not find 'engine/vllm'"),
+        (
+            ["engine=sglang", "preflight=false", "model.path=/nonexistent/model"],
+            "model.path='/nonexistent/model' does not exist on this machine",
+        ),
+        (["server.api_key_env=SPECSWEEP_UNSET_VAR"], "SPECSWEEP_UNSET_VAR is not set"),
+        (["benchmark.prompts={prompts}"], "prompts.jsonl:2: not valid JSON"),
+    ],
+)
+def test_bad_input_is_refused_with_what_to_change(tmp_path, overrides, message):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "fine"}\n{"prompt": "broken"\n')
+    port = free_port()
+    proc = sweep(tmp_path, port, *(o.format(prompts=prompts) for o in overrides))
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / STUDY).exists()
+    assert processes_mentioning(f"--port {port} ") == []

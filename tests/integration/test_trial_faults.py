@@ -1,0 +1,157 @@
+"""Whole trials against the simulator's fault switches: what is kept, how it is classified, and
+how fast the harness notices."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+import httpx
+import pytest
+
+from harness.bench import BenchmarkSpec
+from harness.command import ServerCommand, build_server_command
+from harness.errors import ServerOOM
+from harness.results import Outcome, read_requests
+from harness.server import Server, leftover_pid
+from sweep.config import TrialSpec
+from sweep.trial import SilentReporter, run_trial
+from tests.conftest import eagle3, kimi_server, processes_mentioning, sim_engine
+
+# Generous on purpose: the point is "long before any request deadline", not a speed claim.
+NOT_AT_A_DEADLINE_S = 60
+
+
+def trial(tmp_path, port, *faults: str, server=None, ready_timeout_s=60, **bench) -> TrialSpec:
+    extra = [arg for fault in faults for arg in ("--sim-fault", fault)]
+    values = dict(model="m", max_tokens=256, warmup=1, runs=3, requests_per_run=1)
+    values.update(bench)
+    return TrialSpec(
+        name="t",
+        role="trial",
+        number=None,
+        engine=sim_engine(200.0, "--sim-load-s", "2", *extra, ready_timeout_s=ready_timeout_s),
+        server=server or eagle3(port),
+        benchmark=BenchmarkSpec(**values),
+        pid_file=tmp_path / "servers" / f"port-{port}.pid",
+    )
+
+
+def test_oom_mid_benchmark_keeps_completed_runs_and_is_noticed_at_once(tmp_path, port):
+    # Warm-up 256 + run 1 256 tokens fit; run 2 crosses 600 and the server dies mid-stream.
+    spec = trial(tmp_path, port, "crash-after-tokens=600", request_timeout_s=600)
+    started = time.monotonic()
+    result = run_trial(spec, tmp_path / "t")
+    assert time.monotonic() - started < NOT_AT_A_DEADLINE_S
+    assert result.outcome is Outcome.OOM and result.oom_kind == "gpu"
+    assert "CUDA out of memory" in result.log_excerpt
+    assert len(result.runs) >= 1 and "tok_s" in result.metrics  # partial results kept
+    saved = json.loads((tmp_path / "t" / "result.json").read_text())
+    assert saved["outcome"] == "oom" and len(saved["runs"]) == len(result.runs)
+    measured = [r for r in read_requests(tmp_path / "t" / "requests.jsonl") if r.ok]
+    assert len(measured) >= 2  # the warm-up and run 1 at least
+    assert result.detect_s is not None and result.detect_s < 2.0
+    assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_stalled_request_marks_its_run_incomplete_and_the_trial_goes_on(tmp_path, port):
+    # Request 2 is the first measured one: it gets one token, then nothing.
+    spec = trial(tmp_path, port, "stall-request=2", request_timeout_s=3, runs=2)
+    result = run_trial(spec, tmp_path / "t")
+    assert result.outcome is Outcome.OK
+    assert [r.incomplete for r in result.runs] == [True, False, False]  # replaced, not counted
+    assert result.metrics["incomplete_runs"] == 1 and result.metrics["tok_s_runs"] == 2
+    assert "stalled_requests" in result.warnings
+    stalled = [r for r in read_requests(tmp_path / "t" / "requests.jsonl") if r.error]
+    assert len(stalled) == 1 and "stalled" in stalled[0].error
+
+
+class KillOnFirstRun(SilentReporter):
+    """Kills the server's process group from outside once the first run is measured."""
+
+    def __init__(self, pid_file):
+        self.pid_file = pid_file
+
+    def run_done(self, summary, total_runs):
+        if summary.run == 1:
+            os.killpg(json.loads(self.pid_file.read_text())["pid"], signal.SIGKILL)
+
+
+def test_server_killed_from_outside_is_a_crash_and_the_next_trial_runs(tmp_path, port):
+    spec = trial(tmp_path, port, request_timeout_s=600)
+    started = time.monotonic()
+    result = run_trial(spec, tmp_path / "killed", KillOnFirstRun(spec.pid_file))
+    assert time.monotonic() - started < NOT_AT_A_DEADLINE_S
+    assert result.outcome is Outcome.CRASH
+    assert "killed by SIGKILL" in result.error and "from outside" in result.error
+    assert len(result.runs) == 1  # the run measured before the kill is kept
+    assert processes_mentioning(f"--port {port} ") == []
+    after = run_trial(trial(tmp_path, port, runs=1), tmp_path / "next")
+    assert after.outcome is Outcome.OK
+
+
+def test_server_that_never_gets_ready_is_a_timeout(tmp_path, port):
+    spec = trial(tmp_path, port, "hang-at-startup", ready_timeout_s=3)
+    result = run_trial(spec, tmp_path / "t")
+    assert result.outcome is Outcome.TIMEOUT and "not ready after 3 s" in result.error
+    assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_startup_oom_is_detected_within_two_seconds_of_its_log_line(tmp_path, port):
+    spec = trial(tmp_path, port, server=eagle3(port, mem_fraction_static=0.93))
+    result = run_trial(spec, tmp_path / "t")
+    assert result.outcome is Outcome.OOM
+    assert result.detect_s is not None and result.detect_s < 2.0
+
+
+HALF_DEAD = """
+import sys, time
+print("[2026-01-01 00:00:00] Load weight begin. avail mem=90.00 GB", flush=True)
+print("[2026-01-01 00:00:01] Scheduler hit an exception: torch.OutOfMemoryError: CUDA out of "
+      "memory. Tried to allocate 2.00 GiB", flush=True)
+time.sleep(120)  # the launcher never kills itself: a half-dead server
+"""
+
+
+def test_a_server_whose_log_says_it_died_is_not_waited_for(tmp_path, port):
+    marker = f"half-dead-{port}"
+    cmd = ServerCommand(
+        argv=(sys.executable, "-c", HALF_DEAD, marker),
+        env={},
+        base_url=f"http://127.0.0.1:{port}",
+        host="127.0.0.1",
+        port=port,
+    )
+    server = Server(cmd, tmp_path / "server.log", ready_timeout_s=60, stop_grace_s=1)
+    started = time.monotonic()
+    with server, pytest.raises(ServerOOM, match="log reports a fatal error"):
+        server.wait_ready()
+    assert time.monotonic() - started < NOT_AT_A_DEADLINE_S / 2
+    assert server.detect_s is not None and server.detect_s < 2.0
+    assert processes_mentioning(marker) == []
+
+
+def test_api_key_is_enforced_sent_and_never_written_down(tmp_path, port):
+    key = "sk-sim-api-key-0042"
+    server_spec = eagle3(port, api_key=key)
+    result = run_trial(trial(tmp_path, port, server=server_spec, runs=1), tmp_path / "t")
+    assert result.outcome is Outcome.OK, result.error  # the client authenticated
+    for path in (tmp_path / "t").iterdir():
+        assert key not in path.read_text(errors="replace"), path
+    assert "<redacted>" in (tmp_path / "t" / "server.log").read_text()  # SGLang logs its args
+    assert '"$SGLANG_API_KEY"' in (tmp_path / "t" / "command.sh").read_text()
+
+    cmd = build_server_command(kimi_server(port, api_key=key), sim_engine(200.0))
+    pid_file = tmp_path / "servers" / "p.pid"
+    with Server(cmd, tmp_path / "s.log", ready_timeout_s=60, pid_file=pid_file) as server:
+        server.wait_ready()
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{url}/v1/models").status_code == 401
+        assert httpx.get(f"{url}/health").status_code == 200  # exempt, as in SGLang
+        info = httpx.get(f"{url}/server_info", headers=server.headers)
+        assert info.status_code == 200 and key not in info.text
+        assert key not in pid_file.read_text()
+        assert leftover_pid(pid_file) == server.pid  # still recognised without the key
