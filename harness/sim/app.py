@@ -60,8 +60,12 @@ def create_app(state: ServerState) -> FastAPI:
     engine = state.engine
 
     def server_info() -> dict[str, Any]:
+        # Which GPUs this server runs on (the environment it was started with), as a GPU box's
+        # operator would check it: the harness records it per trial.
+        gpus = state.simulator.get("cuda_visible_devices")
         internal: dict[str, Any] = {
             **state.args,
+            "cuda_visible_devices": gpus,
             "last_gen_throughput": engine.counters.last_gen_throughput,
             "memory_usage": {
                 "weight": round(state.plan.weights_mib / 1024, 2),
@@ -76,6 +80,7 @@ def create_app(state: ServerState) -> FastAPI:
         return {
             **state.args,
             "launch_command": state.launch_command,
+            "cuda_visible_devices": gpus,
             "status": "ready" if state.status == "Up" else "starting",
             "max_total_num_tokens": state.plan.kv_tokens,
             "startup_time": state.started_at,
