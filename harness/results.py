@@ -113,6 +113,8 @@ class TrialResult:
     oom_kind: str | None = None  # "gpu" (too high), "kv_pool" (too low) or "host" (HiCache)
     related: str | None = None  # the trial a duplicate / predicted_oom result was taken from
     warnings: list[str] = field(default_factory=list)  # e.g. "drafter_bypassed"
+    gpus: str | None = None  # CUDA_VISIBLE_DEVICES the server was started with (GPU slots)
+    server_window: list[float] | None = None  # [launch, process group gone], epoch seconds
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -68,6 +68,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         command=list(command.argv),
         folder=str(folder),
         number=spec.number,
+        gpus=command.env.get("CUDA_VISIBLE_DEVICES"),
     )
     started = time.monotonic()
     server = Server(
@@ -127,6 +128,8 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         raise
     finally:
         result.teardown_s = server.teardown_s
+        if server.launched_at is not None and server.gone_at is not None:
+            result.server_window = [server.launched_at, server.gone_at]
         if server.ready_wall_s is not None:
             result.startup_wall_s = server.ready_wall_s
         elif server.proc is not None and result.outcome is not Outcome.OK:
