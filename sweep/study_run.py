@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
+from sqlalchemy.exc import SQLAlchemyError
 
 from harness.errors import ConfigError, PortInUse
 from harness.results import Outcome, TrialResult
@@ -115,20 +117,39 @@ class StudyRun:
         cfg = self.cfg
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # no migration chatter
-        self.tracker = Tracker(
-            resolve_sqlite_uri(cfg.tracking.mlflow_uri),
-            cfg.tracking.experiment,
-            Path(cfg.tracking.dir).resolve() / "mlartifacts",
-        )
-        storage = open_storage(cfg)
-        self.storage_url = storage_url(storage)
-        self.study = optuna.create_study(
-            study_name=cfg.search.study_name,
-            storage=storage,
-            sampler=make_sampler(cfg),
-            directions=self.objective.directions,
-            load_if_exists=True,
-        )
+        try:
+            self.tracker = Tracker(
+                resolve_sqlite_uri(cfg.tracking.mlflow_uri),
+                cfg.tracking.experiment,
+                Path(cfg.tracking.dir).resolve() / "mlartifacts",
+            )
+        except MlflowException as exc:
+            console.print(
+                f"[red]error:[/red] MLflow at {redact_url(cfg.tracking.mlflow_uri)}: "
+                f"{redact_url(str(exc).splitlines()[0])[:300]}. Start the tracking server or fix "
+                "tracking.mlflow_uri.",
+                soft_wrap=True,
+            )
+            raise SystemExit(2) from None
+        try:
+            storage = open_storage(cfg)
+            self.storage_url = storage_url(storage)
+            self.study = optuna.create_study(
+                study_name=cfg.search.study_name,
+                storage=storage,
+                sampler=make_sampler(cfg),
+                directions=self.objective.directions,
+                load_if_exists=True,
+            )
+        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            reason = redact_url(str(exc).strip().splitlines()[0])
+            console.print(
+                f"[red]error:[/red] cannot open the Optuna storage "
+                f"{redact_url(cfg.tracking.optuna_storage)}: {reason}. Start it (python -m "
+                "sweep.services start) or fix tracking.optuna_storage.",
+                soft_wrap=True,
+            )
+            raise SystemExit(2) from None
         recorded = self.study.user_attrs.get("objective", cfg.search.objective)
         if recorded != cfg.search.objective or len(self.study.directions) != len(
             self.objective.directions

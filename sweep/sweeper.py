@@ -21,6 +21,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from harness.errors import ConfigError, PortInUse, SpecsweepError
 from harness.results import Outcome, TrialResult
@@ -77,6 +78,14 @@ class SpecsweepSweeperImpl(Sweeper):
             plan = self.plan(arguments)
         except SpecsweepError as exc:
             console.print(f"[red]error:[/red] {exc}")
+            raise SystemExit(2) from None
+        except InterpolationResolutionError as exc:  # tracking=server without its variables
+            console.print(
+                f"[red]error:[/red] {str(exc).splitlines()[0]}. tracking=server reads "
+                "SPECSWEEP_OPTUNA_STORAGE and SPECSWEEP_MLFLOW_URI: `source DIR/services.env` "
+                "after `python -m sweep.services start --dir DIR` (docs/scale-out.md).",
+                soft_wrap=True,
+            )
             raise SystemExit(2) from None
         # SIGTERM (a scheduler, systemd, kill) unwinds like Ctrl-C: the server is stopped, the
         # trial recorded as interrupted and the MLflow runs closed.
