@@ -204,7 +204,9 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         benchmark=build_benchmark_spec(cfg),
         params=params,
         early_stop=early_stop,
-        pid_file=server_pid_file(cfg.tracking.dir, server.port),
+        pid_file=Path(cfg.trial.pid_file)
+        if cfg.trial.pid_file
+        else server_pid_file(cfg.tracking.dir, server.port),
     )
 
 

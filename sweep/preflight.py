@@ -25,7 +25,7 @@ from harness.gpu import gpu_inventory, gpu_processes
 from harness.server import leftover_pid, port_is_free
 from sweep.drafter_gate import drafter_problems
 from sweep.space import SearchSpace
-from sweep.storage import redact_url
+from sweep.storage import ensure_schema, redact_url
 from sweep.tracking import resolve_sqlite_uri
 
 GIB = 2**30
@@ -338,6 +338,7 @@ def check_study(cfg: DictConfig) -> Check:
     storage = resolve_sqlite_uri(cfg.tracking.optuna_storage)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
+        ensure_schema(storage)
         study = optuna.load_study(study_name=cfg.search.study_name, storage=storage)
     except KeyError:
         return Check("study", "pass", f"new study {cfg.search.study_name!r}")

@@ -156,6 +156,7 @@ class TrialConfig:
     prune_concurrency: int = 1
     prune_metric: str = "decode_tok_s"
     gpus: Optional[str] = None  # CUDA_VISIBLE_DEVICES of the trial's GPU slot, e.g. "2,3"
+    pid_file: Optional[str] = None  # the slot's server record (default: per port, in tracking.dir)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -33,6 +33,7 @@ class Slot:
     index: int
     gpus: tuple[str, ...]
     port: int
+    pid_file: Path  # where the slot's server is recorded while it runs
 
     @property
     def cuda_visible_devices(self) -> str:
@@ -79,14 +80,12 @@ class SlotPool:
         lock_dir: Path,
         host: str,
         base_port: int,
-        pid_file_for: Callable[[int], Path],
         stop_grace_s: float,
     ):
         self.groups = [tuple(gpus[i * tp : (i + 1) * tp]) for i in range(count)]
         self.lock_dir = lock_dir
         self.host = host
         self.base_port = base_port
-        self.pid_file_for = pid_file_for
         self.stop_grace_s = stop_grace_s
         self._busy: set[int] = set()  # groups held by this worker's threads
         self._ports: set[int] = set()
@@ -103,13 +102,14 @@ class SlotPool:
         index, gpu_files = self._acquire_gpus(poll_s)
         port, port_file = self._acquire_port()
         try:
-            record = json.dumps({"pid_file": str(self.pid_file_for(port)), "pid": os.getpid()})
+            pid_file = self.lock_dir / f"server-gpu-{'-'.join(self.groups[index])}.pid"
+            record = json.dumps({"pid_file": str(pid_file), "worker_pid": os.getpid()})
             for fh in gpu_files:
                 fh.seek(0)
                 fh.truncate()
                 fh.write(record)
                 fh.flush()
-            yield Slot(index, self.groups[index], port)
+            yield Slot(index, self.groups[index], port, pid_file)
         finally:
             port_file.close()
             for fh in gpu_files:

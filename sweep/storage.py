@@ -10,6 +10,7 @@ seconds, and a trial silent for `grace_period` is failed by whichever worker loo
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +19,7 @@ import optuna
 from omegaconf import DictConfig
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages._heartbeat import get_heartbeat_thread
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from harness.errors import ConfigError
 from sweep.tracking import resolve_sqlite_uri
@@ -30,9 +32,25 @@ def redact_url(url: str) -> str:
     return _PASSWORD.sub(r"\g<head>***", str(url))
 
 
+def ensure_schema(url: str, attempts: int = 5) -> None:
+    """Create Optuna's tables, tolerating workers that create them at the same moment (on a
+    fresh PostgreSQL database the loser of that race gets a unique violation)."""
+    if url.startswith("sqlite"):
+        return
+    for attempt in range(attempts):
+        try:
+            RDBStorage(url, skip_compatibility_check=True).engine.dispose()
+            return
+        except (IntegrityError, ProgrammingError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.3 * (attempt + 1))
+
+
 def open_storage(cfg: DictConfig) -> str | RDBStorage:
     """The study's storage: an RDBStorage with heartbeats when configured, else the URL."""
     url = resolve_sqlite_uri(cfg.tracking.optuna_storage)
+    ensure_schema(url)
     interval = cfg.tracking.heartbeat_interval
     if interval is None:
         return url

@@ -29,7 +29,7 @@ from harness.errors import ConfigError, PortInUse
 from harness.results import Outcome, TrialResult
 from harness.server import stop_all
 from sweep.claims import Claims
-from sweep.config import build_trial_spec, server_pid_file
+from sweep.config import build_trial_spec
 from sweep.console import (
     ConsoleReporter,
     console,
@@ -103,7 +103,6 @@ class StudyRun:
                 Path(cfg.worker.lock_dir),
                 cfg.server.host,
                 cfg.server.port,
-                lambda port: server_pid_file(cfg.tracking.dir, port),
                 cfg.engine.stop_grace_s,
             )
         self.stopping = threading.Event()  # set on Ctrl-C/SIGTERM: slot threads wind down
@@ -335,6 +334,7 @@ class StudyRun:
                 *overrides,
                 f"server.port={slot.port}",
                 f"trial.gpus='{slot.cuda_visible_devices}'",
+                f"trial.pid_file={slot.pid_file}",
             ]
             return self.sweeper.launch_in_thread(placed, self._reporter(name))
 

@@ -52,9 +52,12 @@ class Tracker:
         else:
             self.experiment_id = found.experiment_id
         # MLflow 3's UI opens unknown experiments on its GenAI (traces) page; a sweep is runs.
-        self.client.set_experiment_tag(
-            self.experiment_id, EXPERIMENT_KIND, "custom_model_development"
-        )
+        try:
+            self.client.set_experiment_tag(
+                self.experiment_id, EXPERIMENT_KIND, "custom_model_development"
+            )
+        except MlflowException:  # workers starting together: another one's insert won
+            log.debug("experiment tag set concurrently", exc_info=True)
 
     def _create(self, experiment: str, artifact_root: Path) -> str:
         location = None  # a tracking server stores artifacts itself (--artifacts-destination)
