@@ -29,7 +29,7 @@ def launch_workers(sweeper: Any, arguments: list[str]) -> list[int]:
     if target.endswith("BasicLauncher"):
         console.print(
             f"[red]error:[/red] worker.count={cfg.worker.count} needs a launcher that runs jobs "
-            "side by side, e.g. hydra/launcher=submitit_slurm (one worker per node) or "
+            "side by side, e.g. hydra/launcher=slurm (submitit, one worker per node) or "
             "submitit_local; to share a study from several shells, start `python sweep.py -m` "
             "in each instead (docs/scale-out.md)."
         )
