@@ -7,7 +7,7 @@ sweep's trials phase (`trials_wall_s` in its summary: from the first ask to the 
 ratio to one slot. The servers are simulators on a virtual clock: this measures how well the
 sweeper overlaps trials, not GPU throughput.
 
-    python benchmarks/parallel_speedup.py [--slots 1 2 4] [--clock-scale 8] [--json PATH]
+    python benchmarks/parallel_speedup.py [--slots 1 2 4] [--clock-scale 2] [--json PATH]
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def measure(slots: int, clock_scale: float, port: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--clock-scale", type=float, default=8.0)
+    parser.add_argument("--clock-scale", type=float, default=2.0)
     parser.add_argument("--port", type=int, default=34100)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/out/parallel_speedup.json")
     args = parser.parse_args()

@@ -5,18 +5,22 @@ Two workers asking at the same moment may be handed the same configuration, and 
 baseline's) in a table next to Optuna's, with a primary key on (study, key): one INSERT wins,
 the others wait for its result. A claim is a lease: its holder extends it every heartbeat and
 deletes it when the trial has been told to Optuna, so a worker that died leaves a claim that
-expires after the grace period, and another worker takes it over with a compare-and-swap
-UPDATE. No coordinator process: the database's unique constraint decides.
+expires after the grace period (at once when it ran on this host and its pid is gone), and
+another worker takes it over with a compare-and-swap UPDATE. No coordinator process: the
+database's unique constraint decides.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from harness.server import pid_alive
 
 log = logging.getLogger(__name__)
 _metadata = sa.MetaData()
@@ -63,11 +67,16 @@ class Claims:
             with self.engine.begin() as conn:
                 conn.execute(claims_table.insert().values(study=self.study, key=key, **row))
         except IntegrityError:
+            holder = self.holder(key) or {}
+            # A holder on this host whose process is gone (a SIGKILLed sweep) is dead now, not
+            # only once its lease runs out.
+            dead = _dead_local(str(holder.get("owner", "")))
             with self.engine.begin() as conn:
+                stale = claims_table.c.expires_at < now
+                if dead:
+                    stale = sa.or_(stale, claims_table.c.owner == holder["owner"])
                 taken = conn.execute(
-                    claims_table.update()
-                    .where(self._where(key), claims_table.c.expires_at < now)
-                    .values(**row)
+                    claims_table.update().where(self._where(key), stale).values(**row)
                 ).rowcount
             if taken != 1:
                 return False
@@ -124,3 +133,8 @@ class Claims:
         for key in keys:
             self.release(key)
         self.engine.dispose()
+
+
+def _dead_local(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))

@@ -42,7 +42,7 @@ WORKER_ARGS = [
     "search.space.speculative_num_steps.high=3",
     "search.space.hicache_size.choices=[0]",
     "tracking.heartbeat_interval=1",
-    "tracking.grace_period=3",
+    "tracking.grace_period=2",
     "benchmark.runs=2",
     "benchmark.warmup=1",
     "benchmark.requests_per_run=1",
@@ -110,11 +110,17 @@ def shared_sweep(tracking_services, tmp_path_factory):
         *WORKER_ARGS,
     ]
     logs = [results / f"worker{i}.log" for i in range(3)]
-    workers = [
-        subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-        for log in logs
-    ]
-    victim = workers[2]
+
+    def start(log: Path) -> subprocess.Popen:
+        return subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
+        )
+
+    # The victim starts first, so it is killed in one of its first trials and the others still
+    # have most of theirs ahead: they must outlive the grace period to recover its trial.
+    victim = start(logs[2])
+    time.sleep(1)
+    workers = [start(logs[0]), start(logs[1]), victim]
     killed_trial = _kill_during_a_trial(victim)
     try:
         codes = [w.wait(timeout=240) for w in workers]
