@@ -115,6 +115,8 @@ class TrialResult:
     related: str | None = None  # the trial a duplicate / predicted_oom result was taken from
     warnings: list[str] = field(default_factory=list)  # e.g. "drafter_bypassed"
     detect_s: float | None = None  # the server's fatal log line -> the harness noticing, wall
+    gpus: str | None = None  # CUDA_VISIBLE_DEVICES the server was started with (GPU slots)
+    server_window: list[float] | None = None  # [launch, process group gone], epoch seconds
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -52,6 +52,17 @@ log = logging.getLogger(__name__)
 FATAL_GRACE_S = 1.0
 # pid -> GPU MiB: processes of servers this process stopped that held GPU memory at the deadline.
 _UNRELEASED: dict[int, float] = {}
+_live: set[Server] = set()  # servers started and not yet stopped, for stop_all()
+_live_lock = threading.Lock()
+
+
+def stop_all() -> None:
+    """Stop every live server of this process: trials running side by side in threads cannot
+    be interrupted like the main thread, so an interrupted sweep stops their servers."""
+    with _live_lock:
+        servers = list(_live)
+    for server in servers:
+        server.stop()
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -107,6 +118,9 @@ class Server:
         self._started_at: float | None = None
         self.ready_wall_s: float | None = None  # wall seconds from launch to ready
         self.teardown_s: float | None = None  # wall seconds from stop to group gone + port free
+        self.launched_at: float | None = None  # epoch seconds: Popen
+        self.gone_at: float | None = None  # epoch seconds: the whole process group gone
+        self._stop_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> Server:
@@ -145,6 +159,9 @@ class Server:
             target=self._copy_log, args=(self.proc.stdout, self._log_fh), daemon=True
         )
         self._pump.start()
+        self.launched_at = time.time()
+        with _live_lock:
+            _live.add(self)
         if self.pid_file is not None:
             self.pid_file.parent.mkdir(parents=True, exist_ok=True)
             argv = recorded_argv(self.command.argv)
@@ -270,6 +287,10 @@ class Server:
 
     def stop(self) -> int | None:
         """Idempotent hard stop of the whole process group; returns the leader's return code."""
+        with self._stop_lock:  # stop_all() from another thread may race the trial's own stop
+            return self._stop()
+
+    def _stop(self) -> int | None:
         proc = self.proc
         if proc is None:
             return None
@@ -284,6 +305,10 @@ class Server:
         rc = proc.wait()
         if not wait_until(lambda: not _group_alive(pgid), deadline_s=30.0):
             log.warning("process group %d still has members after SIGKILL", pgid)
+        if self.gone_at is None:
+            self.gone_at = time.time()
+        with _live_lock:
+            _live.discard(self)
         if not wait_until(
             lambda: port_is_free(self.command.host, self.command.port), deadline_s=30.0
         ):

@@ -25,10 +25,14 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 register()
 
 
-def run_job(cfg: DictConfig) -> TrialResult:
-    folder = Path(HydraConfig.get().runtime.output_dir)
+def run_job(
+    cfg: DictConfig, folder: Path | None = None, reporter: ConsoleReporter | None = None
+) -> TrialResult:
+    """One trial in `folder` (the Hydra job's output dir unless a GPU slot's thread says)."""
+    folder = folder or Path(HydraConfig.get().runtime.output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(provenance.config_yaml(cfg))
-    reporter = ConsoleReporter(simulated=cfg.engine.name == "sim")
+    reporter = reporter or ConsoleReporter(simulated=cfg.engine.name == "sim")
     try:
         spec = build_trial_spec(cfg)
         check_drafter(cfg, spec)
@@ -69,5 +73,9 @@ def _single(cfg: DictConfig) -> TrialResult:
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> TrialResult:
     if HydraConfig.get().mode == RunMode.MULTIRUN:
+        if cfg.trial.role == "worker":  # worker.count > 1: this job is a whole sweep worker
+            from sweep.workers import run_worker
+
+            return run_worker(cfg)  # type: ignore[return-value]
         return run_job(cfg)
     return _single(cfg)

@@ -52,6 +52,7 @@ EFFECTIVE_KEYS = (
     "disable_overlap_schedule",
     "max_total_num_tokens",
     "tp_size",
+    "cuda_visible_devices",
 )
 
 
@@ -171,8 +172,20 @@ def build_server_spec(cfg: DictConfig) -> ServerSpec:
         speculative_eagle_topk=s.speculative_eagle_topk,
         speculative_num_draft_tokens=s.speculative_num_draft_tokens,
         extra_args=tuple(s.extra_args),
-        env=tuple(sorted((str(k), str(v)) for k, v in cfg.hardware.env.items())),
+        env=tuple(sorted(_server_env(cfg).items())),
     )
+
+
+def _server_env(cfg: DictConfig) -> dict[str, str]:
+    env = {str(k): str(v) for k, v in cfg.hardware.env.items()}
+    if cfg.trial.gpus is not None:  # the trial's GPU slot (sweep.slots)
+        env["CUDA_VISIBLE_DEVICES"] = str(cfg.trial.gpus)
+    return env
+
+
+def server_pid_file(tracking_dir: str, port: int) -> Path:
+    """Where a live server is recorded, so a crashed sweep's leftover can be found and stopped."""
+    return Path(tracking_dir).resolve() / "servers" / f"port-{port}.pid"
 
 
 def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
@@ -235,7 +248,9 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         benchmark=build_benchmark_spec(cfg),
         params=params,
         early_stop=early_stop,
-        pid_file=Path(cfg.tracking.dir).resolve() / "servers" / f"port-{server.port}.pid",
+        pid_file=Path(cfg.trial.pid_file)
+        if cfg.trial.pid_file
+        else server_pid_file(cfg.tracking.dir, server.port),
     )
 
 

@@ -53,8 +53,11 @@ def fmt_tok_s(result: TrialResult) -> str:
 class ConsoleReporter:
     """Per-trial progress lines; also the Reporter that `sweep.trial.run_trial` calls."""
 
-    def __init__(self, simulated: bool):
+    def __init__(self, simulated: bool, prefix: str | None = None):
         self.clock_label = "simulated s" if simulated else "s"
+        # Trials side by side (GPU slots) interleave their lines: each line names its trial.
+        self.indent = f"    {prefix}: " if prefix else "    "
+        self.parallel = prefix is not None
 
     def trial_header(self, label: str, name: str, description: str, eta_s: float | None = None):
         eta = f"  [dim]ETA {fmt_duration(eta_s)}[/dim]" if eta_s is not None else ""
@@ -62,7 +65,11 @@ class ConsoleReporter:
         console.print(f"[bold]\\[{title}[/bold]  {description}{eta}")
 
     def server_starting(self, spec: TrialSpec) -> None:
-        console.print(f"    starting {spec.engine.name} server on port {spec.server.port} ...")
+        gpus = dict(spec.server.env).get("CUDA_VISIBLE_DEVICES")
+        on = f"GPU {gpus}, " if gpus is not None else ""
+        console.print(
+            f"{self.indent}starting {spec.engine.name} server on {on}port {spec.server.port} ..."
+        )
 
     def server_ready(self, startup_s: float, effective: dict[str, Any]) -> None:
         keys = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
@@ -70,13 +77,13 @@ class ConsoleReporter:
         kv = effective.get("max_total_num_tokens")
         kv_text = f", KV pool {kv:,} tokens" if isinstance(kv, int) else ""
         console.print(
-            f"    ready in {startup_s:.0f} {self.clock_label}; effective speculation "
+            f"{self.indent}ready in {startup_s:.0f} {self.clock_label}; effective speculation "
             f"(steps/topk/draft) {spec}{kv_text}"
         )
 
     def request_done(self, record: RequestRecord, done: int, total: int, tokens: int) -> None:
         """A live line while a run's requests finish (terminals only: CI logs stay quiet)."""
-        if not console.is_terminal:
+        if not console.is_terminal or self.parallel:  # a \r line cannot be shared
             return
         decode = record.decode_seconds()
         rate = ""
@@ -95,11 +102,13 @@ class ConsoleReporter:
         if summary.incomplete:
             errors += " [yellow](incomplete: a request stalled; left out, run repeated)[/yellow]"
         level = f" @ concurrency {summary.concurrency}" if summary.concurrency != 1 else ""
-        console.print(f"    run {summary.run}/{total_runs}{level}: {tok_s}{accept}{errors}")
+        console.print(
+            f"{self.indent}run {summary.run}/{total_runs}{level}: {tok_s}{accept}{errors}"
+        )
 
     def trial_done(self, result: TrialResult, baseline_tok_s: float | None) -> None:
         style = _OUTCOME_STYLE.get(result.outcome, "white")
-        line = f"    → [{style}]{result.outcome}[/{style}]"
+        line = f"{self.indent}→ [{style}]{result.outcome}[/{style}]"
         if result.outcome in (Outcome.OK, Outcome.PRUNED) and "tok_s" in result.metrics:
             line += f"  {fmt_tok_s(result)} tok/s"
             if "accept_len" in result.metrics:
@@ -116,8 +125,8 @@ class ConsoleReporter:
         truncated = result.metrics.get("truncation_rate", 0.0)
         if truncated > TRUNCATION_WARNING:
             console.print(
-                f"    [yellow]warning:[/] {100 * truncated:.0f}% of the outputs were cut at "
-                "max_tokens before the reasoning ended; the speed then describes the thinking "
+                f"{self.indent}[yellow]warning:[/] {100 * truncated:.0f}% of the outputs were cut "
+                "at max_tokens before the reasoning ended; the speed then describes the thinking "
                 "phase only. Raise benchmark.max_tokens to measure whole answers.",
                 soft_wrap=True,
             )
@@ -130,7 +139,8 @@ class ConsoleReporter:
             )
         if "drafter_bypassed" in result.warnings:
             console.print(
-                f"    [bold red]warning:[/] accept length {result.metrics.get('accept_len', 0):.2f}"
+                f"{self.indent}[bold red]warning:[/] accept length "
+                f"{result.metrics.get('accept_len', 0):.2f}"
                 ": the drafter is bypassed (every draft rejected). Check drafter.algorithm "
                 "(EAGLE-3 drafters need EAGLE3) with: python -m drafter check --drafter PATH "
                 "--model PATH"

@@ -25,6 +25,7 @@ from harness.gpu import gpu_inventory, gpu_processes
 from harness.server import leftover_pid, port_is_free
 from sweep.drafter_gate import drafter_problems
 from sweep.space import SearchSpace
+from sweep.storage import ensure_schema, redact_url
 from sweep.tracking import resolve_sqlite_uri
 
 GIB = 2**30
@@ -315,6 +316,7 @@ def check_tracking(cfg: DictConfig) -> list[Check]:
             )
         )
     uri = cfg.tracking.mlflow_uri
+    shown = redact_url(uri)
     if uri.startswith(("http://", "https://")):
         try:
             ok = httpx.get(uri.rstrip("/") + "/health", timeout=5).status_code == 200
@@ -324,12 +326,12 @@ def check_tracking(cfg: DictConfig) -> list[Check]:
             Check(
                 "mlflow",
                 "pass" if ok else "fail",
-                f"{uri} " + ("answers" if ok else "does not answer"),
+                f"{shown} " + ("answers" if ok else "does not answer"),
                 "" if ok else "start the MLflow server or fix tracking.mlflow_uri",
             )
         )
     else:
-        checks.append(Check("mlflow", "pass", resolve_sqlite_uri(uri)))
+        checks.append(Check("mlflow", "pass", redact_url(resolve_sqlite_uri(uri))))
     checks.append(check_study(cfg))
     return checks
 
@@ -340,12 +342,18 @@ def check_study(cfg: DictConfig) -> Check:
     storage = resolve_sqlite_uri(cfg.tracking.optuna_storage)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
+        ensure_schema(storage)
         study = optuna.load_study(study_name=cfg.search.study_name, storage=storage)
     except KeyError:
         return Check("study", "pass", f"new study {cfg.search.study_name!r}")
     except Exception as exc:  # any storage failure fails the check
+        # The driver's message can quote the URL (password included): redact both.
+        reason = redact_url(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
         return Check(
-            "study", "fail", f"Optuna storage {storage}: {exc}", "fix tracking.optuna_storage"
+            "study",
+            "fail",
+            f"Optuna storage {redact_url(storage)}: {reason}",
+            "start the database (python -m sweep.services start) or fix tracking.optuna_storage",
         )
     n = len(study.get_trials(deepcopy=False))
     recorded = study.user_attrs.get("space_hash")

@@ -139,6 +139,11 @@ class TrackingConfig:
     mlflow_uri: str = "sqlite:///${tracking.dir}/mlflow.db"
     optuna_storage: str = "sqlite:///${tracking.dir}/optuna.db"
     experiment: str = "${search.study_name}"
+    # Optuna heartbeats (RDB storages): a trial whose worker stops beating for grace_period
+    # seconds is failed by the other workers and retried up to max_retry times. None: off.
+    heartbeat_interval: Optional[int] = None
+    grace_period: Optional[int] = None
+    max_retry: int = 2
 
 
 @dataclass
@@ -153,6 +158,20 @@ class TrialConfig:
     prune_below: Optional[float] = None
     prune_concurrency: int = 1
     prune_metric: str = "decode_tok_s"
+    gpus: Optional[str] = None  # CUDA_VISIBLE_DEVICES of the trial's GPU slot, e.g. "2,3"
+    pid_file: Optional[str] = None  # the slot's server record (default: per port, in tracking.dir)
+
+
+@dataclass
+class WorkerConfig:
+    """How one `python sweep.py -m` process (a worker) uses its node, and how many to start."""
+
+    # Trials run side by side: None means hardware.gpus // model.tp, each on its own GPUs.
+    slots: Optional[int] = None
+    # Node-local lock files that keep workers on one node off each other's GPUs and ports.
+    lock_dir: str = "${oc.env:TMPDIR,/tmp}/specsweep-locks"
+    # Jobs the Hydra launcher starts, each one worker (SLURM: one per node). 1: this process.
+    count: int = 1
 
 
 @dataclass
@@ -166,6 +185,7 @@ class SpecsweepConfig:
     search: SearchConfig = MISSING
     tracking: TrackingConfig = MISSING
     trial: TrialConfig = field(default_factory=TrialConfig)
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
     preflight: bool = True  # check the machine, paths, ports and stores before a sweep starts
 
 

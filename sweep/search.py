@@ -303,8 +303,9 @@ class SearchDriver:
     def worker() -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
 
-    def fail_orphans(self) -> list[int]:
-        """Trials left RUNNING by a sweep on this host that no longer exists -> FAIL."""
+    def fail_orphans(self, retry=None) -> list[int]:
+        """Trials left RUNNING by a sweep on this host that no longer exists -> FAIL (and, with
+        heartbeats, queued again by `retry` as Optuna's stale-trial check would)."""
         host = socket.gethostname()
         failed = []
         for trial in self._trials():
@@ -313,6 +314,11 @@ class SearchDriver:
                 continue
             if worker.get("pid") and pid_alive(int(worker["pid"])):
                 continue
-            self.study.tell(trial.number, state=TrialState.FAIL)
+            try:
+                self.study.tell(trial.number, state=TrialState.FAIL)
+            except (ValueError, RuntimeError):  # another worker failed it first
+                continue
+            if retry is not None:
+                retry(self.study, self.study._storage.get_trial(trial._trial_id))
             failed.append(trial.number)
         return failed

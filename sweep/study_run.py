@@ -10,20 +10,26 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
+import threading
 import time
 import warnings
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import optuna
+from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig
+from sqlalchemy.exc import SQLAlchemyError
 
-from harness.command import redact_url_passwords
 from harness.errors import ConfigError, MachineNotReady
 from harness.results import Outcome, TrialResult
+from harness.server import stop_all
 from sweep import provenance
+from sweep.claims import Claims
 from sweep.config import build_trial_spec
 from sweep.console import (
     ConsoleReporter,
@@ -33,8 +39,17 @@ from sweep.console import (
     wall_time_line,
 )
 from sweep.preflight import space_hash
-from sweep.search import Candidate, Objective, SearchDriver, candidate_for
+from sweep.search import Candidate, Objective, SearchDriver, Verdict, candidate_for
+from sweep.slots import SlotPool
 from sweep.space import SearchSpace
+from sweep.storage import (
+    fail_stale,
+    heartbeat,
+    open_storage,
+    redact_url,
+    stale_callback,
+    storage_url,
+)
 from sweep.sweeper import SpecsweepSweeperImpl, baseline_overrides
 from sweep.tracking import Tracker, resolve_sqlite_uri
 
@@ -45,6 +60,8 @@ _FINISHED = (
     optuna.trial.TrialState.PRUNED,
 )
 MAX_CONSECUTIVE_ERRORS = 3
+CLAIM_POLL_S = 0.5  # how often a worker waiting for another's evaluation looks again
+LOCAL_LEASE_S = 600.0  # claims without heartbeats (sqlite): a dead sweep's expire after this
 
 
 def make_sampler(cfg: DictConfig) -> optuna.samplers.BaseSampler:
@@ -77,6 +94,23 @@ class StudyRun:
         self.baseline_check: TrialResult | None = None
         self.study_dir = Path(cfg.hydra.sweep.dir).resolve()
         self.started = time.monotonic()
+        self.slots: int = plan.get("slots", 1)
+        self.pool: SlotPool | None = None
+        if self.slots > 1:
+            self.pool = SlotPool(
+                plan["gpus"],
+                cfg.model.tp,
+                self.slots,
+                Path(cfg.worker.lock_dir),
+                cfg.server.host,
+                cfg.server.port,
+                cfg.engine.stop_grace_s,
+            )
+        self.stopping = threading.Event()  # set on Ctrl-C/SIGTERM: slot threads wind down
+        self._lock = threading.Lock()  # results, walls and the error count across slot threads
+        self.trials_wall_s: float | None = None
+        self._next_index, self._walls, self._errors = 0, [], 0
+        self._ask_lock = threading.Lock()
 
     # -- the sweep -----------------------------------------------------------------------------
     def execute(self) -> list[TrialResult]:
@@ -90,19 +124,33 @@ class StudyRun:
                 Path(cfg.tracking.dir).resolve() / "mlartifacts",
             )
         except Exception as exc:  # before any launch: refuse rather than sweep untracked
+            detail = str(exc).splitlines()[0] if isinstance(exc, MlflowException) else ""
             console.print(
-                f"[red]error:[/red] MLflow at {redact_url_passwords(cfg.tracking.mlflow_uri)} "
-                f"does not answer ({type(exc).__name__}). Start it or fix tracking.mlflow_uri.",
+                f"[red]error:[/red] MLflow at {redact_url(cfg.tracking.mlflow_uri)} does not "
+                f"answer ({type(exc).__name__}{': ' + redact_url(detail)[:300] if detail else ''})"
+                ". Start the tracking server or fix tracking.mlflow_uri.",
                 soft_wrap=True,
             )
             raise SystemExit(2) from None
-        self.study = optuna.create_study(
-            study_name=cfg.search.study_name,
-            storage=resolve_sqlite_uri(cfg.tracking.optuna_storage),
-            sampler=make_sampler(cfg),
-            directions=self.objective.directions,
-            load_if_exists=True,
-        )
+        try:
+            storage = open_storage(cfg)
+            self.storage_url = storage_url(storage)
+            self.study = optuna.create_study(
+                study_name=cfg.search.study_name,
+                storage=storage,
+                sampler=make_sampler(cfg),
+                directions=self.objective.directions,
+                load_if_exists=True,
+            )
+        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            reason = redact_url(str(exc).strip().splitlines()[0])
+            console.print(
+                f"[red]error:[/red] cannot open the Optuna storage "
+                f"{redact_url(cfg.tracking.optuna_storage)}: {reason}. Start it (python -m "
+                "sweep.services start) or fix tracking.optuna_storage.",
+                soft_wrap=True,
+            )
+            raise SystemExit(2) from None
         recorded = self.study.user_attrs.get("objective", cfg.search.objective)
         if recorded != cfg.search.objective or len(self.study.directions) != len(
             self.objective.directions
@@ -116,7 +164,15 @@ class StudyRun:
         self.driver = SearchDriver(self.study, self.objective)
         if "space_hash" not in self.study.user_attrs:  # preflight warns when a later sweep differs
             self.study.set_user_attr("space_hash", space_hash(cfg.search.space))
-        orphans = self.driver.fail_orphans()
+        interval = cfg.tracking.heartbeat_interval
+        self.claims = Claims(
+            storage_url(storage),
+            cfg.search.study_name,
+            owner=f"{socket.gethostname()}:{os.getpid()}",
+            lease_s=float(cfg.tracking.grace_period or 2 * interval) if interval else LOCAL_LEASE_S,
+        )
+        self.claims.start(interval_s=float(interval or 30))
+        orphans = self.driver.fail_orphans(stale_callback(self.study))
         killed = self.tracker.close_orphan_sweeps()
         if orphans or killed:
             console.print(
@@ -134,6 +190,8 @@ class StudyRun:
                 "specsweep.study": cfg.search.study_name,
                 "specsweep.worker_host": socket.gethostname(),
                 "specsweep.worker_pid": str(SearchDriver.worker()["pid"]),
+                "specsweep.optuna_storage": redact_url(self.storage_url),
+                "specsweep.slots": str(self.slots),
             },
             params={
                 "n_trials": cfg.search.n_trials,
@@ -162,6 +220,7 @@ class StudyRun:
             raise SystemExit(1) from None
         finally:
             self._finish(status)
+            self.claims.close()
         return self.results
 
     # -- steps ---------------------------------------------------------------------------------
@@ -186,6 +245,9 @@ class StudyRun:
             f"{cfg.benchmark.max_tokens} tokens"
             + (f"; the study already has {done} trials" if done else "")
         )
+        if self.pool is not None:
+            groups = "; ".join(",".join(g) for g in self.pool.groups)
+            console.print(f"{self.slots} GPU slots side by side (GPUs {groups})")
         console.print(f"results in {self.study_dir}", soft_wrap=True)
 
     @property
@@ -195,18 +257,46 @@ class StudyRun:
         return self.baseline.metrics.get("tok_s")
 
     def _baseline(self) -> TrialResult | None:
+        """Once per study: the worker that claims it measures, the others wait and reuse it."""
         if not self.cfg.search.baseline:
             return None
         attr = f"baseline.{self.setup_key}"
+        announced = False
+        while True:
+            reused = self._stored_baseline(attr)
+            if reused is not None:
+                return reused
+            if self.claims.try_claim(attr):
+                try:
+                    return self._reused_or_measured(attr)
+                finally:
+                    self.claims.release(attr)
+            if not announced:
+                console.print("[bold][baseline][/bold] another worker is measuring it; waiting")
+                announced = True
+            self._sleep(CLAIM_POLL_S)
+
+    def _stored_baseline(self, attr: str) -> TrialResult | None:
         stored = self.study.user_attrs.get(attr)
-        if stored and (Path(stored["folder"]) / "result.json").is_file():
+        if not stored:
+            return None
+        if (Path(stored["folder"]) / "result.json").is_file():
             result = TrialResult.read(Path(stored["folder"]))
-            console.print(
-                "[bold][baseline][/bold] reusing the study's baseline: "
-                f"{result.metrics['tok_s']:.1f} tok/s ({result.folder})",
-                soft_wrap=True,
-            )
-            return result
+        elif "result" in stored:  # measured on another node: its folder is not here
+            result = TrialResult.from_dict(stored["result"])
+        else:
+            return None
+        console.print(
+            "[bold][baseline][/bold] reusing the study's baseline: "
+            f"{result.metrics['tok_s']:.1f} tok/s ({result.folder})",
+            soft_wrap=True,
+        )
+        return result
+
+    def _reused_or_measured(self, attr: str) -> TrialResult:
+        reused = self._stored_baseline(attr)  # told just before its claim was released?
+        if reused is not None:
+            return reused
         self.reporter.trial_header("baseline", "", "speculation off")
         result = self._run_baseline(f"baseline_{self.setup_key}")
         if result.outcome is not Outcome.OK:
@@ -214,39 +304,117 @@ class StudyRun:
             if self.objective.name == "speedup":
                 raise SystemExit("search.objective=speedup cannot be computed without a baseline")
             return result
-        self.study.set_user_attr(attr, {"folder": result.folder, "tok_s": result.metrics["tok_s"]})
+        self.study.set_user_attr(
+            attr,
+            {"folder": result.folder, "tok_s": result.metrics["tok_s"], "result": result.to_dict()},
+        )
         return result
 
+    def _sleep(self, seconds: float) -> None:
+        if self.stopping.wait(seconds):
+            raise KeyboardInterrupt("the sweep is stopping")
+
     def _run_baseline(self, name: str) -> TrialResult:
-        result = self.sweeper.launch(baseline_overrides(self.arguments, name))
+        result = self._launch(baseline_overrides(self.arguments, name), name)
         self.tracker.log_trial(
             result, parent_run_id=self.parent, study=self.cfg.search.study_name, baseline_tok_s=None
         )
-        self.reporter.trial_done(result, None)
+        self._reporter(name).trial_done(result, None)
         return result
 
+    def _reporter(self, name: str) -> ConsoleReporter:
+        return ConsoleReporter(self.simulated, prefix=name if self.pool is not None else None)
+
+    def _launch(self, overrides: list[str], name: str) -> TrialResult:
+        """Through Hydra's launcher, or in a GPU slot (its GPUs and port) beside other trials."""
+        if self.pool is None:
+            return self.sweeper.launch(overrides)
+        with self.pool.slot() as slot:
+            if self.stopping.is_set():
+                raise KeyboardInterrupt("the sweep is stopping")
+            placed = [
+                *overrides,
+                f"server.port={slot.port}",
+                f"trial.gpus='{slot.cuda_visible_devices}'",
+                f"trial.pid_file={slot.pid_file}",
+            ]
+            return self.sweeper.launch_in_thread(placed, self._reporter(name))
+
     def _trials(self) -> None:
-        n, errors_in_a_row, walls = self.cfg.search.n_trials, 0, []
-        for index in range(1, n + 1):
+        started = time.monotonic()
+        try:
+            if self.pool is None:
+                self._trial_loop()
+            else:
+                self._trials_side_by_side()
+        finally:
+            self.trials_wall_s = time.monotonic() - started
+
+    def _trial_loop(self) -> None:
+        """Take the next trial until n_trials are done; one loop per GPU slot."""
+        n = self.cfg.search.n_trials
+        while not self.stopping.is_set():
+            with self._lock:
+                self._next_index += 1
+                index, walls = self._next_index, list(self._walls)
+            if index > n:
+                return
+            eta = (sum(walls) / len(walls)) * (n - index + 1) / self.slots if walls else None
             started = time.monotonic()
-            eta = (sum(walls) / len(walls)) * (n - index + 1) if walls else None
             result = self._trial(index, n, eta)
-            if result.outcome not in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.INVALID):
-                walls.append(time.monotonic() - started)
-            errors_in_a_row = errors_in_a_row + 1 if result.outcome is Outcome.ERROR else 0
-            if errors_in_a_row >= MAX_CONSECUTIVE_ERRORS:
+            with self._lock:
+                if result.outcome not in (
+                    Outcome.DUPLICATE,
+                    Outcome.PREDICTED_OOM,
+                    Outcome.INVALID,
+                ):
+                    self._walls = [*walls, time.monotonic() - started]
+                self._errors = self._errors + 1 if result.outcome is Outcome.ERROR else 0
+            if self._errors >= MAX_CONSECUTIVE_ERRORS:
                 console.print(
-                    f"[red]{errors_in_a_row} trials in a row failed inside specsweep itself; "
+                    f"[red]{self._errors} trials in a row failed inside specsweep itself; "
                     f"stopping. Last error: {result.error}[/red]"
                 )
+                self.stopping.set()
                 raise SystemExit(1)
 
+    def _trials_side_by_side(self) -> None:
+        with ThreadPoolExecutor(self.slots, thread_name_prefix="slot") as threads:
+            pending = {threads.submit(self._trial_loop) for _ in range(self.slots)}
+            failed: BaseException | None = None
+            try:
+                while pending and failed is None:
+                    # Short waits: the main thread must stay free to take Ctrl-C / SIGTERM.
+                    done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+                    failed = next((f.exception() for f in done if f.exception()), None)
+            except BaseException:
+                self._stop_slots(pending)
+                raise
+            if failed is not None:
+                self._stop_slots(pending)
+                raise failed
+
+    def _stop_slots(self, pending) -> None:
+        self.stopping.set()
+        stop_all()  # slot threads see their servers gone and record the interruption
+        wait(pending)
+
     def _trial(self, index: int, n: int, eta: float | None) -> TrialResult:
-        trial = self.study.ask()
+        # One ask at a time in this worker: sqlite has no SELECT ... FOR UPDATE, so two threads
+        # could both pop the same queued trial (PostgreSQL locks the row across workers).
+        with self._ask_lock:
+            fail_stale(self.study)  # a dead worker's trials: failed and queued again for us
+            trial = self.study.ask()
+        with heartbeat(self.study, trial):
+            return self._run_trial(trial, index, n, eta)
+
+    def _run_trial(self, trial: optuna.Trial, index: int, n: int, eta: float | None):
         trial.set_user_attr("worker", SearchDriver.worker())
         values = self.space.suggest(trial)
         name = f"trial_{trial.number:04d}"
-        self.reporter.trial_header(f"{index}/{n}", name, self.space.describe(values), eta)
+        retried = self.study._storage.get_trial(trial._trial_id).system_attrs.get("failed_trial")
+        note = f"  [dim](retry of trial_{retried:04d})[/dim]" if retried is not None else ""
+        self.reporter.trial_header(f"{index}/{n}", name, self.space.describe(values) + note, eta)
         overrides = [
             *self.arguments,
             *self.space.overrides(values),
@@ -256,14 +424,19 @@ class StudyRun:
         ]
         candidate: Candidate | None = None
         source = None
+        claimed = None
         try:
-            job_cfg = self.sweeper.compose(overrides)
+            with self.sweeper._compose_lock:
+                job_cfg = self.sweeper.compose(overrides)
             spec = build_trial_spec(job_cfg)
             candidate = candidate_for(spec.server, self.setup_key)
-            verdict = self.driver.verdict(candidate)
+            verdict = self._verdict_or_claim(candidate, trial.number, name)
             source = verdict.source
             if verdict.launch:
-                result = self.sweeper.launch(overrides + self._early_stop_overrides())
+                claimed = candidate.key
+                result = self._launch(overrides + self._early_stop_overrides(), name)
+                if self.stopping.is_set() and result.outcome is not Outcome.OK:
+                    result.outcome, result.error = Outcome.INTERRUPTED, "the sweep was stopped"
             else:
                 result = self._known_result(name, job_cfg, spec.params, verdict.action, source)
         except ConfigError as exc:
@@ -280,10 +453,13 @@ class StudyRun:
         except BaseException:
             trial.set_user_attr("outcome", str(Outcome.INTERRUPTED))
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            if claimed:
+                self.claims.release(claimed)
             self._record_interrupted(name)
             raise
         result.number = trial.number
-        self.results.append(result)
+        with self._lock:
+            self.results.append(result)
         run_id = self.tracker.log_trial(
             result,
             parent_run_id=self.parent,
@@ -293,9 +469,41 @@ class StudyRun:
         trial.set_user_attr("folder", result.folder)
         trial.set_user_attr("mlflow_run_id", run_id)
         trial.set_user_attr("effective", result.effective)
+        # Told before the claim goes: a waiting worker then finds the result, never neither.
         self.driver.tell(trial, candidate, result, self.baseline_tok_s, source)
-        self.reporter.trial_done(result, self.baseline_tok_s)
+        if claimed:
+            self.claims.release(claimed)
+        self._reporter(name).trial_done(result, self.baseline_tok_s)
+        if result.outcome is Outcome.INTERRUPTED:
+            raise KeyboardInterrupt("the sweep was stopped")
         return result
+
+    def _verdict_or_claim(self, candidate: Candidate, number: int, name: str) -> Verdict:
+        """Skip what the study knows; launch only what this worker claimed; else wait.
+
+        Another worker (or slot) evaluating the same candidate holds its claim: wait for its
+        result, which then makes this trial a duplicate. If that evaluation fails, or its worker
+        dies (the lease expires), this trial claims the candidate and launches it.
+        """
+        announced = False
+        while True:
+            verdict = self.driver.verdict(candidate)
+            if not verdict.launch:
+                return verdict
+            if self.claims.try_claim(candidate.key, number):
+                verdict = self.driver.verdict(candidate)  # told just before it was released?
+                if not verdict.launch:
+                    self.claims.release(candidate.key)
+                return verdict
+            if not announced:
+                holder = self.claims.holder(candidate.key) or {}
+                other = f"trial_{holder['trial']:04d}" if holder.get("trial") is not None else "?"
+                console.print(
+                    f"    {name}: same configuration as {other}, being evaluated "
+                    f"({holder.get('owner', 'another worker')}); waiting for its result"
+                )
+                announced = True
+            self._sleep(CLAIM_POLL_S)
 
     def _record_interrupted(self, name: str) -> None:
         """The trial folder says what was measured before the interruption; MLflow gets it too."""
@@ -303,7 +511,8 @@ class StudyRun:
         if not (folder / "result.json").is_file():
             return
         result = TrialResult.read(folder)
-        self.results.append(result)
+        with self._lock:
+            self.results.append(result)
         self.tracker.log_trial(
             result,
             parent_run_id=self.parent,
@@ -397,7 +606,10 @@ class StudyRun:
                 )
             ),
             n_oom=float(sum(r.outcome is Outcome.OOM for r in self.results)),
+            slots=float(self.slots),
         )
+        if self.trials_wall_s is not None:
+            metrics["trials_wall_s"] = self.trials_wall_s
         summary = self.study_dir / f"summary-{datetime.now():%Y%m%d-%H%M%S}.json"
         summary.parent.mkdir(parents=True, exist_ok=True)
         summary.write_text(
@@ -420,27 +632,34 @@ class StudyRun:
             )
         )
         self.tracker.end_sweep(self.parent, metrics, [summary], status)
-        mlflow_db = redact_url_passwords(resolve_sqlite_uri(self.cfg.tracking.mlflow_uri))
+        mlflow_uri = redact_url(resolve_sqlite_uri(self.cfg.tracking.mlflow_uri))
         if self.tracker.offline:
             console.print(
                 f"[bold yellow]MLflow was unreachable from mid-sweep ({self.tracker.offline}); "
                 "nothing is lost, the trial folders hold it all. Upload it with:[/] python -m "
                 f"sweep.sync --tracking-dir {Path(self.cfg.tracking.dir).resolve()} "
-                f"--mlflow-uri {mlflow_db}",
+                f"--mlflow-uri {mlflow_uri}",
                 soft_wrap=True,
             )
         # soft_wrap: paths and commands stay on one line, ready to copy.
         console.print(f"\nTrial folders: {self.study_dir}", soft_wrap=True)
         console.print(f"Summary:       {summary}", soft_wrap=True)
         console.print(
-            f"MLflow:        {mlflow_db} (experiment {self.cfg.tracking.experiment!r})",
+            f"MLflow:        {mlflow_uri} (experiment {self.cfg.tracking.experiment!r})",
             soft_wrap=True,
         )
-        console.print(
-            f"Open the UI:   make ui   (or: mlflow server --backend-store-uri {mlflow_db} "
-            "--workers 1), then http://127.0.0.1:5000",
-            soft_wrap=True,
-        )
+        if mlflow_uri.startswith(("http://", "https://")):
+            console.print(f"Open the UI:   {mlflow_uri}", soft_wrap=True)
+            console.print(
+                f"Optuna study:  {self.cfg.search.study_name!r} in {redact_url(self.storage_url)}",
+                soft_wrap=True,
+            )
+        else:
+            console.print(
+                f"Open the UI:   make ui   (or: mlflow server --backend-store-uri {mlflow_uri} "
+                "--workers 1), then http://127.0.0.1:5000",
+                soft_wrap=True,
+            )
         if self.simulated:
             console.print("[yellow]All numbers above are SIMULATED (engine=sim).[/yellow]")
         console.print(f"[dim]sweep finished with status {status}[/dim]")

@@ -7,23 +7,28 @@ server starts and runs jobs through Hydra's launcher; `sweep.study_run` is the s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from harness.errors import ConfigError, MachineNotReady, SpecsweepError
 from harness.results import Outcome, TrialResult
 from sweep.config import build_trial_spec, check_drafter, check_launch_flags, setup_key
 from sweep.console import console
 from sweep.search import Objective
+from sweep.slots import slot_count, worker_gpus
 from sweep.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,7 @@ class SpecsweepSweeperImpl(Sweeper):
         self.hydra_context: HydraContext | None = None
         self.launcher = None
         self._job_idx = 0
+        self._compose_lock = threading.Lock()  # GPU-slot threads compose jobs concurrently
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -64,10 +70,22 @@ class SpecsweepSweeperImpl(Sweeper):
         from sweep.study_run import StudyRun
 
         assert self.config is not None
+        if self.config.worker.count > 1:
+            from sweep.workers import launch_workers
+
+            return launch_workers(self, arguments)
         try:
             plan = self.plan(arguments)
         except SpecsweepError as exc:
             console.print(f"[red]error:[/red] {exc}")
+            raise SystemExit(2) from None
+        except InterpolationResolutionError as exc:  # tracking=server without its variables
+            console.print(
+                f"[red]error:[/red] {str(exc).splitlines()[0]}. tracking=server reads "
+                "SPECSWEEP_OPTUNA_STORAGE and SPECSWEEP_MLFLOW_URI: `source DIR/services.env` "
+                "after `python -m sweep.services start --dir DIR` (docs/scale-out.md).",
+                soft_wrap=True,
+            )
             raise SystemExit(2) from None
         # SIGTERM (a scheduler, systemd, kill) unwinds like Ctrl-C: the server is stopped, the
         # trial recorded as interrupted and the MLflow runs closed.
@@ -119,7 +137,15 @@ class SpecsweepSweeperImpl(Sweeper):
         check_launch_flags([trial_spec, build_trial_spec(baseline_cfg)])
         if trial_cfg.preflight:
             self._preflight(trial_cfg)
-        return {"space": space, "objective": objective, "setup_key": setup_key(baseline_cfg)}
+        gpus = worker_gpus(trial_cfg.hardware.gpus)[: trial_cfg.hardware.gpus]
+        slots = slot_count(gpus, trial_cfg.model.tp, trial_cfg.worker.slots)
+        return {
+            "space": space,
+            "objective": objective,
+            "setup_key": setup_key(baseline_cfg),
+            "gpus": gpus,
+            "slots": slots,
+        }
 
     @staticmethod
     def _preflight(cfg: DictConfig) -> None:
@@ -151,14 +177,55 @@ class SpecsweepSweeperImpl(Sweeper):
         except (MachineNotReady, KeyboardInterrupt):
             raise
         except Exception as exc:  # a harness bug must not take the measured trials with it
-            name = next((o.split("=", 1)[1] for o in overrides if o.startswith("trial.name=")), "?")
-            return TrialResult(
-                name=name,
-                role="trial",
-                outcome=Outcome.ERROR,
-                engine=self.config.engine.name if self.config else "?",
-                simulated=bool(self.config and self.config.engine.name == "sim"),
-                clock_scale=1.0,
-                params={},
-                error="".join(traceback.format_exception_only(exc)).strip(),
-            )
+            return self._error_result(overrides, exc)
+
+    def launch_in_thread(self, overrides: list[str], reporter) -> TrialResult:
+        """Run one job in this thread, for trials side by side in GPU slots.
+
+        Hydra's BasicLauncher runs one job at a time, and the job context it sets up (HydraConfig,
+        logging) is process-wide, so concurrent jobs are composed by Hydra's config loader and
+        run here with their folder given explicitly; the job itself is the same `run_job`.
+        """
+        from sweep.app import run_job
+
+        try:
+            with self._compose_lock:
+                job_cfg = self.compose(overrides)
+            folder = Path(str(job_cfg.hydra.sweep.dir)) / str(job_cfg.hydra.sweep.subdir)
+            task_cfg = OmegaConf.masked_copy(job_cfg, [k for k in job_cfg if k != "hydra"])
+            folder.mkdir(parents=True, exist_ok=True)
+            with thread_log(folder / "trial.log"):
+                return run_job(task_cfg, folder.resolve(), reporter)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            log.exception("job failed")
+            return self._error_result(overrides, exc)
+
+    def _error_result(self, overrides: list[str], exc: BaseException) -> TrialResult:
+        name = next((o.split("=", 1)[1] for o in overrides if o.startswith("trial.name=")), "?")
+        return TrialResult(
+            name=name,
+            role="trial",
+            outcome=Outcome.ERROR,
+            engine=self.config.engine.name if self.config else "?",
+            simulated=bool(self.config and self.config.engine.name == "sim"),
+            clock_scale=1.0,
+            params={},
+            error="".join(traceback.format_exception_only(exc)).strip(),
+        )
+
+
+@contextlib.contextmanager
+def thread_log(path: Path) -> Iterator[None]:
+    """The trial's log lines (this thread's only) in its folder, as Hydra's job logging does."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    ident = threading.get_ident()
+    handler.addFilter(lambda record: record.thread == ident)
+    logging.getLogger().addHandler(handler)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
@@ -70,16 +71,29 @@ class Tracker:
         self.offline: str | None = None  # why tracking stopped, once the store stopped answering
         found = self.client.get_experiment_by_name(experiment)
         if found is None:
-            artifact_root.mkdir(parents=True, exist_ok=True)
-            self.experiment_id = self.client.create_experiment(
-                experiment, artifact_location=artifact_root.resolve().as_uri()
-            )
+            self.experiment_id = self._create(experiment, artifact_root)
         else:
             self.experiment_id = found.experiment_id
         # MLflow 3's UI opens unknown experiments on its GenAI (traces) page; a sweep is runs.
-        self.client.set_experiment_tag(
-            self.experiment_id, EXPERIMENT_KIND, "custom_model_development"
-        )
+        try:
+            self.client.set_experiment_tag(
+                self.experiment_id, EXPERIMENT_KIND, "custom_model_development"
+            )
+        except MlflowException:  # workers starting together: another one's insert won
+            log.debug("experiment tag set concurrently", exc_info=True)
+
+    def _create(self, experiment: str, artifact_root: Path) -> str:
+        location = None  # a tracking server stores artifacts itself (--artifacts-destination)
+        if not self.tracking_uri.startswith(("http://", "https://")):
+            artifact_root.mkdir(parents=True, exist_ok=True)
+            location = artifact_root.resolve().as_uri()
+        try:
+            return self.client.create_experiment(experiment, artifact_location=location)
+        except MlflowException:  # another worker created it a moment ago
+            found = self.client.get_experiment_by_name(experiment)
+            if found is None:
+                raise
+            return found.experiment_id
 
     def close_orphan_sweeps(self) -> list[str]:
         """Parent runs a crashed sweep on this host left RUNNING -> KILLED."""

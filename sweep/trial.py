@@ -68,6 +68,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         command=recorded_argv(command.argv),  # the --api-key value as $SGLANG_API_KEY
         folder=str(folder),
         number=spec.number,
+        gpus=command.env.get("CUDA_VISIBLE_DEVICES"),
     )
     started = time.monotonic()
     server = Server(
@@ -132,6 +133,8 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
     finally:
         result.detect_s = server.detect_s
         result.teardown_s = server.teardown_s
+        if server.launched_at is not None and server.gone_at is not None:
+            result.server_window = [server.launched_at, server.gone_at]
         if server.ready_wall_s is not None:
             result.startup_wall_s = server.ready_wall_s
         elif server.proc is not None and result.outcome is not Outcome.OK:

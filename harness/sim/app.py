@@ -104,8 +104,12 @@ def create_app(state: ServerState) -> FastAPI:
     def server_info() -> dict[str, Any]:
         version = "0.5.1" if state.legacy else "0.5.23"
         args = {k: v for k, v in reported_args(state.args, version).items() if k != "api_key"}
+        # Which GPUs this server runs on (the environment it was started with), as a GPU box's
+        # operator would check it: the harness records it per trial.
+        gpus = state.simulator.get("cuda_visible_devices")
         internal: dict[str, Any] = {
             **args,
+            "cuda_visible_devices": gpus,
             "last_gen_throughput": engine.counters.last_gen_throughput,
             "memory_usage": {
                 "weight": round(state.plan.weights_mib / 1024, 2),
@@ -133,6 +137,7 @@ def create_app(state: ServerState) -> FastAPI:
         return {
             **args,
             "launch_command": launch_command,
+            "cuda_visible_devices": gpus,
             "status": "ready" if state.status == "Up" else "starting",
             "max_total_num_tokens": state.plan.kv_tokens,
             "startup_time": state.started_at,

@@ -80,6 +80,14 @@ def _die_like_sglang(message: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def visible_gpus() -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as CUDA reads it: None when unset (every GPU of the box)."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
 def main(argv: list[str] | None = None) -> None:
     version = sglang_version_of(argv)
     parser = build_parser(version)
@@ -91,6 +99,17 @@ def main(argv: list[str] | None = None) -> None:
     _configure_logging(ns.tp_size)
     if faults.any:
         log.warning("simulator: injecting faults %s", faults)
+    gpus = visible_gpus()
+    if gpus is not None and len(gpus) < ns.tp_size:
+        # SGLang's TP ranks pick cuda:<rank>; a rank beyond the visible devices dies at init.
+        sched_log.error(
+            "Scheduler hit an exception: RuntimeError: CUDA error: invalid device ordinal "
+            "(--tp-size %d with CUDA_VISIBLE_DEVICES=%s: %d visible GPU(s))",
+            ns.tp_size,
+            os.environ["CUDA_VISIBLE_DEVICES"],
+            len(gpus),
+        )
+        sys.exit(1)
     hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
     resolved = resolve(ns, target.architecture, hw.gpu_memory_mib)
     for message in resolved.warnings:

@@ -1,0 +1,101 @@
+"""The Optuna storage a sweep shares with other workers, and URLs that are safe to print.
+
+Local sweeps keep the study in sqlite. With `tracking=server` the study lives in PostgreSQL and
+every worker (`python sweep.py -m` on this node or another) asks for trials from it. Optuna's
+heartbeat makes a worker's death visible: each running trial beats every `heartbeat_interval`
+seconds, and a trial silent for `grace_period` is failed by whichever worker looks next
+(`fail_stale`, before every ask) and re-queued with the same parameters for another worker.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from contextlib import contextmanager
+from typing import Any
+
+import optuna
+from omegaconf import DictConfig
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages._heartbeat import get_heartbeat_thread
+from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+from harness.command import redact_url_passwords
+from harness.errors import ConfigError
+from sweep.tracking import resolve_sqlite_uri
+
+
+def redact_url(url: str) -> str:
+    """`postgresql://user:secret@host/db` -> `postgresql://user:<redacted>@host/db`."""
+    return redact_url_passwords(str(url))
+
+
+def ensure_schema(url: str, attempts: int = 5) -> None:
+    """Create Optuna's tables, tolerating workers that create them at the same moment (on a
+    fresh PostgreSQL database the loser of that race gets a unique violation)."""
+    if url.startswith("sqlite"):
+        return
+    for attempt in range(attempts):
+        try:
+            RDBStorage(url, skip_compatibility_check=True).engine.dispose()
+            return
+        except (IntegrityError, ProgrammingError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.3 * (attempt + 1))
+
+
+def open_storage(cfg: DictConfig) -> str | RDBStorage:
+    """The study's storage: an RDBStorage with heartbeats when configured, else the URL."""
+    url = resolve_sqlite_uri(cfg.tracking.optuna_storage)
+    ensure_schema(url)
+    interval = cfg.tracking.heartbeat_interval
+    if interval is None:
+        return url
+    grace = cfg.tracking.grace_period or 2 * interval
+    if grace <= interval:
+        raise ConfigError(
+            f"tracking.grace_period={grace} must exceed tracking.heartbeat_interval={interval}: "
+            "a live trial would be failed between two beats."
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RDBStorage(
+            url,
+            # pre_ping: a worker idle for hours finds its pooled connections closed by the server
+            engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
+            heartbeat_interval=int(interval),
+            grace_period=int(grace),
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(
+                max_retry=cfg.tracking.max_retry
+            ),
+        )
+
+
+def storage_url(storage: str | RDBStorage) -> str:
+    return storage if isinstance(storage, str) else storage.url
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail trials whose worker stopped beating, and re-queue them (no-op without heartbeats)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+@contextmanager
+def heartbeat(study: optuna.Study, trial: optuna.Trial):
+    """Beat for `trial` while the block runs. `study.optimize` does this itself; ask-and-tell
+    has to start Optuna's heartbeat thread on its own."""
+    thread = get_heartbeat_thread(trial._trial_id, study._storage)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
+def stale_callback(study: optuna.Study) -> Any:
+    """The storage's retry callback, for trials failed outside the heartbeat (fail_orphans)."""
+    getter = getattr(study._storage, "get_heartbeat_stale_trial_callback", None)
+    return getter() if getter else None
