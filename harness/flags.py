@@ -41,7 +41,7 @@ _ABSENT: dict[str, dict[str, str | None]] = {
     },
 }
 # Values a surface's parser (or its start-up validation) rejects.
-_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
     "0.5.23": {
         "--speculative-algorithm": (
             "EAGLE",
@@ -131,7 +131,7 @@ def version_problems(flags: list[str], surface: str) -> list[str]:
             instead = _ABSENT[surface][name]
             fix = f"use {instead}" if instead else "drop it"
             problems.append(f"{name} does not exist in SGLang {surface}: {fix}.")
-        choices = _CHOICES[surface].get(name)
+        choices = CHOICES[surface].get(name)
         if choices and value is not None and value.upper() not in (c.upper() for c in choices):
             problems.append(
                 f"{name} {value} is not accepted by SGLang {surface}: use one of "

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.flags import CHOICES
 from harness.sim.profiles import DRAFTERS, HARDWARE, TARGETS
 
 log = logging.getLogger("sglang.srt.arg_groups")
@@ -45,16 +46,7 @@ class _DeprecatedStoreTrue(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
-REASONING_PARSERS_0_5_1 = [
-    "deepseek-r1",
-    "deepseek-v3",
-    "glm45",
-    "gpt-oss",
-    "kimi",
-    "qwen3",
-    "qwen3-thinking",
-    "step3",
-]
+REASONING_PARSERS_0_5_1 = list(CHOICES["0.5.1"]["--reasoning-parser"])  # SGLang facts
 VERSIONS = ("0.5.23", "0.5.1")
 
 
@@ -218,6 +210,29 @@ def _auto_mem_fraction_0_5_1(gpu_mib: float, tp: int, speculative: bool) -> floa
     return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
+def _speculative_params(
+    args: dict[str, Any], architecture: str, algo: str, version: str, warn
+) -> None:
+    """Both versions: all three unset -> per-architecture defaults, a partial set -> a bare
+    AssertionError, topk 1 -> draft tokens forced to steps + 1 (with SGLang's warning)."""
+    if args["speculative_num_steps"] is None:
+        assert args["speculative_eagle_topk"] is None
+        assert args["speculative_num_draft_tokens"] is None
+        steps, topk, draft = _auto_speculative_params(architecture, algo, version)
+        args["speculative_num_steps"] = steps
+        args["speculative_eagle_topk"] = topk
+        args["speculative_num_draft_tokens"] = draft
+    if (
+        args["speculative_eagle_topk"] == 1
+        and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1
+    ):
+        warn(
+            "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+            "speculative_eagle_topk == 1"
+        )
+        args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+
+
 def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolved:
     """Apply SGLang's automatic adjustments. Raises AssertionError/ValueError as SGLang does."""
     if getattr(ns, "sim_sglang_version", "0.5.23") == "0.5.1":
@@ -258,22 +273,7 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
                 "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone "
                 "speculative decoding."
             )
-        if args["speculative_num_steps"] is None:
-            assert args["speculative_eagle_topk"] is None
-            assert args["speculative_num_draft_tokens"] is None
-            steps, topk, draft = _auto_speculative_params(architecture, algo)
-            args["speculative_num_steps"] = steps
-            args["speculative_eagle_topk"] = topk
-            args["speculative_num_draft_tokens"] = draft
-        if (
-            args["speculative_eagle_topk"] == 1
-            and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1
-        ):
-            warn(
-                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
-                "speculative_eagle_topk == 1"
-            )
-            args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+        _speculative_params(args, architecture, algo, "0.5.23", warn)
         if args["speculative_token_map"] and algo == "EAGLE3":
             warn(
                 "Speculative token map specified, but EAGLE3 models already have this. "
@@ -314,22 +314,7 @@ def _resolve_0_5_1(ns: argparse.Namespace, architecture: str, gpu_mib: float) ->
         out.warnings.append(
             "Overlap scheduler is disabled because of using eagle speculative decoding."
         )
-        if args["speculative_num_steps"] is None:
-            assert args["speculative_eagle_topk"] is None
-            assert args["speculative_num_draft_tokens"] is None
-            steps, topk, draft = _auto_speculative_params(architecture, algo, "0.5.1")
-            args["speculative_num_steps"] = steps
-            args["speculative_eagle_topk"] = topk
-            args["speculative_num_draft_tokens"] = draft
-        if (
-            args["speculative_eagle_topk"] == 1
-            and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1
-        ):
-            out.warnings.append(
-                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
-                "speculative_eagle_topk == 1"
-            )
-            args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+        _speculative_params(args, architecture, algo, "0.5.1", out.warnings.append)
     elif args["max_running_requests"] is None:
         args["max_running_requests"] = 2048
     if args["mem_fraction_static"] is None:

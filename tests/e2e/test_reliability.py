@@ -25,6 +25,7 @@ def mlflow_server(db, port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}"),
+            *("--artifacts-destination", str(db.parent / "mlartifacts")),
             *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
         ],
         env=env,
@@ -87,7 +88,18 @@ def test_tracking_server_killed_mid_sweep_loses_nothing_and_sync_uploads_it(tmp_
         assert {"config.yaml", "command.sh", "server.log", "tracking.json"} <= names
     assert processes_mentioning(f"--port {port} ") == []
 
-    uri = f"sqlite:///{db}"  # the dead server's store, read directly
+    # MLflow is back (the same store on another port): the server stores the artifacts.
+    server = mlflow_server(db, free_port())
+    try:
+        _sync_uploads_what_is_missing(tmp_path, server.args[server.args.index("--port") + 1])
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def _sync_uploads_what_is_missing(tmp_path, mlflow_port: str) -> None:
+    folders = sorted((tmp_path / "results" / STUDY).glob("*/result.json"))
+    uri = f"http://127.0.0.1:{mlflow_port}"
     before = runs_by_folder(uri)
     assert len(before) == 1  # only the baseline made it
     first = sync("--tracking-dir", str(tmp_path / "results"), "--mlflow-uri", uri)

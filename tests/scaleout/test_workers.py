@@ -160,7 +160,8 @@ def _kill_during_a_trial(victim: subprocess.Popen) -> int:
 
 
 def _trial_of_a_running_server(worker_pid: int) -> str | None:
-    """The trial folder of a simulator the worker started (its stdout is that server.log)."""
+    """The trial folder of a simulator the worker started: the worker holds its server.log open
+    (the harness pumps the server's output into it)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -168,8 +169,12 @@ def _trial_of_a_running_server(worker_pid: int) -> str | None:
             stat = Path(f"/proc/{entry}/stat").read_text()
             if int(stat.rsplit(")", 1)[1].split()[1]) != worker_pid:
                 continue
-            if b"harness.sim" in Path(f"/proc/{entry}/cmdline").read_bytes():
-                return Path(os.readlink(f"/proc/{entry}/fd/1")).parent.name
+            if b"harness.sim" not in Path(f"/proc/{entry}/cmdline").read_bytes():
+                continue
+            for fd in os.listdir(f"/proc/{worker_pid}/fd"):
+                target = Path(os.readlink(f"/proc/{worker_pid}/fd/{fd}"))
+                if target.name == "server.log" and target.parent.name.startswith("trial_"):
+                    return target.parent.name
         except (FileNotFoundError, ProcessLookupError, OSError, IndexError):
             continue
     return None
