@@ -64,6 +64,8 @@ class Tracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+            # The summary prints where everything is; MLflow's per-run "View run" lines repeat it.
+            os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.tracking_uri = tracking_uri
         self.experiment = experiment
