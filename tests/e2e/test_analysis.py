@@ -181,7 +181,8 @@ def test_reproduce_the_best_trial_and_launch_its_export(study):
     results, port, _ = study
     proc = reproduce(results, "--runs", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "within the recorded interval" in proc.stdout
+    # The verdict itself is statistics (tests/unit/test_reproduce_verdict.py); here: it is given.
+    assert "reproduced:" in proc.stdout and "consistent with the recorded result" in proc.stdout
     folder = next((results / "reproduce").iterdir())
     script = (folder / "launch_server.sh").read_text()
     unit = next(folder.glob("*.service")).read_text()
