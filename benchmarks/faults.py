@@ -305,29 +305,32 @@ def sigkill_resume(ctx: Ctx) -> dict:
     }
 
 
-def mlflow_down(ctx: Ctx) -> dict:
-    db, mlflow_port = ctx.dir / "server.db", free_port()
+def _mlflow_server(db: Path, port: int) -> subprocess.Popen:
     server = subprocess.Popen(
         [
             *(sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}"),
-            *("--host", "127.0.0.1", "--port", str(mlflow_port), "--workers", "1"),
+            *("--artifacts-destination", str(db.parent / "mlartifacts")),
+            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
         ],
         env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    return server
+
+
+def mlflow_down(ctx: Ctx) -> dict:
+    db, mlflow_port = ctx.dir / "server.db", free_port()
+    server = _mlflow_server(db, mlflow_port)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if (
-                    httpx.get(f"http://127.0.0.1:{mlflow_port}/health", timeout=2).status_code
-                    == 200
-                ):
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
         proc = subprocess.Popen(
             ctx.sweep_argv(
                 "search.n_trials=2",
@@ -344,16 +347,23 @@ def mlflow_down(ctx: Ctx) -> dict:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
     out, _ = proc.communicate(timeout=300)
-    sync = subprocess.run(
-        [
-            *(sys.executable, "-m", "sweep.sync", "--tracking-dir", str(ctx.dir / "results")),
-            *("--mlflow-uri", f"sqlite:///{db}"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # MLflow is back (the same store on another port); the server owns the artifacts.
+    back_port = free_port()
+    server = _mlflow_server(db, back_port)
+    try:
+        sync = subprocess.run(
+            [
+                *(sys.executable, "-m", "sweep.sync", "--tracking-dir", str(ctx.dir / "results")),
+                *("--mlflow-uri", f"http://127.0.0.1:{back_port}"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
     started, recorded = ctx.accounted(f"sqlite:///{db}")
     return {
         "survived": proc.returncode == 0 and "stopped answering" in out and sync.returncode == 0,
