@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-import httpx
 import optuna
 from rich.console import Console
 from rich.table import Table
@@ -39,6 +38,7 @@ from harness.errors import ServerError  # noqa: E402
 from harness.results import Outcome, TrialResult  # noqa: E402
 from harness.server import Server  # noqa: E402
 from sweep.config import TrialSpec  # noqa: E402
+from sweep.services import launch_mlflow  # noqa: E402
 from sweep.trial import SilentReporter, run_trial  # noqa: E402
 from tests.conftest import eagle3, free_port, processes_mentioning, sim_engine  # noqa: E402
 
@@ -306,25 +306,7 @@ def sigkill_resume(ctx: Ctx) -> dict:
 
 
 def _mlflow_server(db: Path, port: int) -> subprocess.Popen:
-    server = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}"),
-            *("--artifacts-destination", str(db.parent / "mlartifacts")),
-            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
-        ],
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    return server
+    return launch_mlflow(db.parent, f"sqlite:///{db}", port)
 
 
 def mlflow_down(ctx: Ctx) -> dict:

@@ -143,7 +143,11 @@ conn.cursor().execute(f'CREATE DATABASE "{sys.argv[2]}"')
 """
 
 
-def start_mlflow(root: Path, backend: str, port: int, env: dict[str, str]) -> str:
+def launch_mlflow(
+    root: Path, backend: str, port: int, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """`mlflow server` on `backend` at 127.0.0.1:`port`, artifacts under root/mlartifacts, log in
+    root/mlflow.log; returns once /health answers (its own process group, for a clean kill)."""
     mlflow = Path(sys.executable).parent / "mlflow"
     log = (root / "mlflow.log").open("ab")
     proc = subprocess.Popen(
@@ -156,13 +160,12 @@ def start_mlflow(root: Path, backend: str, port: int, env: dict[str, str]) -> st
         # the URI through the environment: nothing secret in `ps`; one worker, no job runner
         env={
             **os.environ,
-            **env,
+            **(env or {}),
             "MLFLOW_BACKEND_STORE_URI": backend,
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         },
         start_new_session=True,
     )
-    (root / "mlflow.pid").write_text(str(proc.pid))
     url = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
@@ -174,7 +177,13 @@ def start_mlflow(root: Path, backend: str, port: int, env: dict[str, str]) -> st
             return False
 
     _wait(healthy, 180, "mlflow server")
-    return url
+    return proc
+
+
+def start_mlflow(root: Path, backend: str, port: int, env: dict[str, str]) -> str:
+    proc = launch_mlflow(root, backend, port, env)
+    (root / "mlflow.pid").write_text(str(proc.pid))
+    return f"http://127.0.0.1:{port}"
 
 
 def start(root: Path, pg_port: int | None = None, mlflow_port: int | None = None) -> Services:

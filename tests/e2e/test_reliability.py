@@ -9,10 +9,10 @@ import subprocess
 import sys
 import time
 
-import httpx
 import pytest
 from mlflow.tracking import MlflowClient
 
+from sweep.services import launch_mlflow
 from tests.conftest import ROOT, free_port, processes_mentioning
 from tests.e2e.test_sweep_cli import SMALL, sweep
 
@@ -21,27 +21,7 @@ STUDY = "kimi-k25-eagle3"
 
 
 def mlflow_server(db, port: int) -> subprocess.Popen:
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}"),
-            *("--artifacts-destination", str(db.parent / "mlartifacts")),
-            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise AssertionError("mlflow server did not start")
+    return launch_mlflow(db.parent, f"sqlite:///{db}", port)
 
 
 def sync(*args: str) -> subprocess.CompletedProcess:
@@ -89,15 +69,16 @@ def test_tracking_server_killed_mid_sweep_loses_nothing_and_sync_uploads_it(tmp_
     assert processes_mentioning(f"--port {port} ") == []
 
     # MLflow is back (the same store on another port): the server stores the artifacts.
-    server = mlflow_server(db, free_port())
+    back_port = free_port()
+    server = mlflow_server(db, back_port)
     try:
-        _sync_uploads_what_is_missing(tmp_path, server.args[server.args.index("--port") + 1])
+        _sync_uploads_what_is_missing(tmp_path, back_port)
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
 
 
-def _sync_uploads_what_is_missing(tmp_path, mlflow_port: str) -> None:
+def _sync_uploads_what_is_missing(tmp_path, mlflow_port: int) -> None:
     folders = sorted((tmp_path / "results" / STUDY).glob("*/result.json"))
     uri = f"http://127.0.0.1:{mlflow_port}"
     before = runs_by_folder(uri)
