@@ -144,6 +144,9 @@ class Server:
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_fh = self.log_path.open("ab")
+        # Recorded before the launch too: a sweep killed between the fork and the write below
+        # still leaves what its successor needs to find the server (by its command line).
+        self._record_pid(None)
         env = {**os.environ, **self.command.env}
         log.info("launching: %s", recorded_shell(self.command))
         self.proc = subprocess.Popen(
@@ -162,11 +165,17 @@ class Server:
         self.launched_at = time.time()
         with _live_lock:
             _live.add(self)
-        if self.pid_file is not None:
-            self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-            argv = recorded_argv(self.command.argv)
-            record = {"pid": self.proc.pid, "port": self.command.port, "argv": argv}
-            self.pid_file.write_text(json.dumps(record))
+        self._record_pid(self.proc.pid)
+
+    def _record_pid(self, pid: int | None) -> None:
+        if self.pid_file is None:
+            return
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        argv = recorded_argv(self.command.argv)
+        record = {"pid": pid, "port": self.command.port, "argv": argv}
+        tmp = self.pid_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self.pid_file)  # never half-written
 
     def _copy_log(self, pipe: IO[bytes], fh: IO[bytes]) -> None:
         """server stdout -> server.log, secrets masked, fatal lines timed as they arrive."""
@@ -326,18 +335,33 @@ class Server:
 
 
 def leftover_pid(pid_file: Path) -> int | None:
-    """The pid recorded in `pid_file` if that process still runs the recorded command line
-    (so a recycled pid is never mistaken for it). The record holds the argv with secrets
-    replaced by references, so the live command line is compared the same way."""
+    """The server recorded in `pid_file` if it still runs: the recorded pid when that process
+    runs the recorded command line (so a recycled pid is never mistaken for it), else any process
+    running that command line (the recorder died between the launch and writing the pid). The
+    record holds the argv with secrets replaced by references; live command lines are compared
+    the same way. The argv names the server's port, which no other live server holds."""
     try:
         record = json.loads(pid_file.read_text())
-        cmdline = Path(f"/proc/{record['pid']}/cmdline").read_bytes().split(b"\0")[:-1]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError, ProcessLookupError):
+        argv, pid = list(record["argv"]), record.get("pid")
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
         return None
-    live = recorded_argv([part.decode(errors="replace") for part in cmdline])
-    if live != list(record["argv"]):
-        return None
-    return int(record["pid"])
+    if pid is not None and _runs(int(pid), argv):
+        return int(pid)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid() and _runs(int(entry), argv):
+            return int(entry)
+    return None
+
+
+def _runs(pid: int, argv: list[str]) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    if "\nState:\tZ" in status:
+        return False
+    return recorded_argv([part.decode(errors="replace") for part in cmdline]) == argv
 
 
 def stop_leftover(

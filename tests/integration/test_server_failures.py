@@ -128,3 +128,31 @@ def test_memory_failures_are_typed_in_both_log_formats(tmp_path, port, version, 
     if kind == "gpu":
         flag = "--cuda-graph-max-bs " if version == "0.5.1" else "--cuda-graph-max-bs-decode "
         assert flag in exc.value.log_excerpt  # the version's own advice
+
+
+def test_a_leftover_is_found_by_its_command_line_when_its_pid_was_never_written(tmp_path, port):
+    """The sweep was killed between launching the server and recording its pid: the record made
+    before the launch (pid null) still leads its successor to the server."""
+    import json
+    import threading
+
+    from harness.server import leftover_pid, stop_leftover
+
+    pid_file = tmp_path / "server.pid"
+    cmd = build_server_command(kimi_server(port), sim_engine())
+    server = Server(cmd, tmp_path / "server.log", ready_timeout_s=60, pid_file=pid_file)
+    server.start()
+    try:
+        record = json.loads(pid_file.read_text())
+        pid_file.write_text(json.dumps({**record, "pid": None}))
+        assert leftover_pid(pid_file) == server.pid
+        # A real leftover's parent is gone and init reaps it; here this test is the parent.
+        reaper = threading.Thread(target=server.proc.wait, daemon=True)
+        reaper.start()
+        assert stop_leftover(pid_file, grace_s=5) == server.pid
+        reaper.join(timeout=30)
+        assert server.proc.returncode is not None
+        assert not pid_file.exists()
+    finally:
+        server.stop()
+    assert processes_mentioning(f"--port {port} ") == []
