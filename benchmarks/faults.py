@@ -41,15 +41,9 @@ from sweep.config import TrialSpec  # noqa: E402
 from sweep.services import launch_mlflow  # noqa: E402
 from sweep.trial import SilentReporter, run_trial  # noqa: E402
 from tests.conftest import eagle3, free_port, processes_mentioning, sim_engine  # noqa: E402
+from tests.e2e.test_sweep_cli import SMALL  # noqa: E402  (the e2e tests' small sweep)
 
 STUDY = "kimi-k25-eagle3"
-SMALL = [
-    "benchmark.runs=2",
-    "benchmark.warmup=1",
-    "benchmark.requests_per_run=1",
-    "benchmark.max_tokens=256",
-    "engine.clock_scale=200",
-]
 
 
 class Ctx:
