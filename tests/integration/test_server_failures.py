@@ -11,7 +11,8 @@ import pytest
 
 from harness.command import ServerCommand, build_server_command
 from harness.errors import PortInUse, ServerCrashed, ServerOOM, ServerStartTimeout
-from harness.server import Server, port_is_free
+from harness.procs import port_is_free
+from harness.server import Server
 from tests.conftest import eagle3, kimi_server, processes_mentioning, sim_engine
 
 
@@ -136,7 +137,7 @@ def test_a_leftover_is_found_by_its_command_line_when_its_pid_was_never_written(
     import json
     import threading
 
-    from harness.server import leftover_pid, stop_leftover
+    from harness.procs import leftover_pid, stop_leftover
 
     pid_file = tmp_path / "server.pid"
     cmd = build_server_command(kimi_server(port), sim_engine())
