@@ -3,6 +3,7 @@ how fast the harness notices."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import httpx
 import pytest
 
 from harness.command import ServerCommand, build_server_command
-from harness.errors import ServerOOM
+from harness.errors import ConfigError, ServerOOM
 from harness.procs import leftover_pid
 from harness.results import Outcome, read_requests
 from harness.server import Server
@@ -155,3 +156,14 @@ def test_api_key_is_enforced_sent_and_never_written_down(tmp_path, port):
         assert info.status_code == 200 and key not in info.text
         assert key not in pid_file.read_text()
         assert leftover_pid(pid_file) == server.pid  # still recognised without the key
+
+
+def test_a_broken_drafter_is_refused_before_anything_launches(tmp_path, port):
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()  # no weights: the drafter gate's static check fails
+    server = dataclasses.replace(eagle3(port), speculative_draft_model_path=str(drafter))
+    spec = trial(tmp_path, port, server=server)
+    with pytest.raises(ConfigError, match=r"drafter check failed: .*no \*\.safetensors file"):
+        run_trial(spec, tmp_path / "t")
+    assert not (tmp_path / "t").exists()  # no folder, no command, no server
+    assert processes_mentioning(f"--port {port} ") == []
