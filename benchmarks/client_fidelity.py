@@ -27,13 +27,13 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.bench import Benchmark, BenchmarkSpec  # noqa: E402
+from harness.bench import Benchmark  # noqa: E402
 from harness.clock import ServerClock  # noqa: E402
 from harness.command import build_server_command, server_flags  # noqa: E402
 from harness.prompts import load_prompts  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.sim.oracle import modelled_load  # noqa: E402
-from harness.spec import EngineSpec, ServerSpec  # noqa: E402
+from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 
 # concurrency -> clock scale: slow enough that HTTP set-up between requests stays negligible on
 # the server's clock, and that the server keeps up with the chunk rate at high concurrency.

@@ -32,14 +32,13 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.bench import BenchmarkSpec  # noqa: E402
 from harness.command import ServerCommand, build_server_command  # noqa: E402
 from harness.errors import ServerError  # noqa: E402
 from harness.results import Outcome, TrialResult  # noqa: E402
 from harness.server import Server  # noqa: E402
-from sweep.config import TrialSpec  # noqa: E402
+from harness.spec import BenchmarkSpec, TrialSpec  # noqa: E402
+from harness.trial import SilentReporter, run_trial  # noqa: E402
 from sweep.services import launch_mlflow  # noqa: E402
-from sweep.trial import SilentReporter, run_trial  # noqa: E402
 from tests.conftest import eagle3, free_port, processes_mentioning, sim_engine  # noqa: E402
 from tests.e2e.test_sweep_cli import SMALL  # noqa: E402  (the e2e tests' small sweep)
 

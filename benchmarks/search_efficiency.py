@@ -37,11 +37,10 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.bench import EarlyStop  # noqa: E402
 from harness.command import server_flags  # noqa: E402
 from harness.results import Outcome, RunSummary, TrialResult  # noqa: E402
 from harness.sim.oracle import evaluate  # noqa: E402
-from harness.spec import ServerSpec  # noqa: E402
+from harness.spec import EarlyStop, ServerSpec  # noqa: E402
 from harness.stats import summarize  # noqa: E402
 from sweep.search import Objective, SearchDriver, candidate_for  # noqa: E402
 from sweep.space import DRAFT, STEPS, TOPK, SearchSpace  # noqa: E402

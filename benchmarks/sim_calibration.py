@@ -26,12 +26,12 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.bench import Benchmark, BenchmarkSpec  # noqa: E402
+from harness.bench import Benchmark  # noqa: E402
 from harness.clock import ServerClock  # noqa: E402
 from harness.command import build_server_command  # noqa: E402
 from harness.errors import ServerOOM  # noqa: E402
 from harness.server import Server  # noqa: E402
-from harness.spec import EngineSpec, ServerSpec  # noqa: E402
+from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 
 NCCL = (("NCCL_PROTO", "LL"), ("NCCL_ALGO", "Ring"), ("NCCL_P2P_LEVEL", "SYS"))
 KIMI = dict(

@@ -27,10 +27,6 @@ class ServerClock:
         """Convert a wall-clock duration into the server's clock."""
         return wall_seconds * self.scale
 
-    def wall_seconds(self, server_seconds: float) -> float:
-        """How long `server_seconds` of server time take on the wall clock."""
-        return server_seconds / self.scale
-
     @staticmethod
     def now() -> float:
         """Monotonic wall time; convert differences of it with `seconds`."""

@@ -1,4 +1,5 @@
-"""GPUs through NVML (the `gpu` extra: nvidia-ml-py), when the machine has them.
+"""GPUs through NVML (the `gpu` extra: nvidia-ml-py), when the machine has them, and the rule
+that a stopped server's GPU memory is released before the next launch.
 
 Everything here degrades to "unknown" without NVML or without a GPU, which is the case on the
 simulator's machines; callers say so rather than guess.
@@ -13,8 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.errors import GpuMemoryHeld
+
 log = logging.getLogger(__name__)
 _said_no_nvml = False
+# pid -> GPU MiB: processes of servers this process stopped that held GPU memory at the deadline.
+_UNRELEASED: dict[int, float] = {}
 
 
 @dataclass(frozen=True)
@@ -102,3 +107,35 @@ def wait_gpu_released(
         if not held or time.monotonic() >= end:
             return held
         time.sleep(min(interval_s, max(end - time.monotonic(), 0)))
+
+
+def await_gpu_release(tree: set[int], deadline_s: float) -> None:
+    """After a stop: wait for the stopped tree's GPU memory; what is still held at the deadline
+    is remembered, and check_gpu_released refuses the next launch while it stays held."""
+    held = wait_gpu_released(tree, deadline_s) if tree else []
+    for holder in held or []:
+        _UNRELEASED[holder.pid] = holder.used_mib
+    if held:
+        log.warning(
+            "GPU memory still held %.0f s after the server stopped: %s",
+            deadline_s,
+            ", ".join(f"pid {p.pid} {p.used_mib:.0f} MiB on GPU {p.gpu}" for p in held),
+        )
+
+
+def check_gpu_released() -> None:
+    """Before a launch: a stopped server's processes that held GPU memory at their deadline must
+    have let go by now, or the next server runs out of memory against them."""
+    if not _UNRELEASED:
+        return
+    held = wait_gpu_released(set(_UNRELEASED), 0) or []
+    _UNRELEASED.clear()
+    for holder in held:
+        _UNRELEASED[holder.pid] = holder.used_mib
+    if held:
+        listed = ", ".join(f"pid {p.pid} ({p.used_mib:.0f} MiB on GPU {p.gpu})" for p in held)
+        raise GpuMemoryHeld(
+            f"the previous server's processes still hold GPU memory: {listed}. Not launching "
+            "into it (the next server would run out of memory). Check nvidia-smi and stop them; "
+            "raise engine.gpu_release_timeout_s if the driver is just slow to free memory."
+        )

@@ -119,10 +119,6 @@ class TrialResult:
     server_window: list[float] | None = None  # [launch, process group gone], epoch seconds
     schema_version: int = SCHEMA_VERSION
 
-    @property
-    def objective(self) -> float | None:
-        return self.metrics.get("tok_s")
-
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["outcome"] = str(self.outcome)

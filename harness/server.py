@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -27,31 +26,30 @@ from typing import IO, Any
 
 import httpx
 
-from harness.command import (
-    ServerCommand,
-    api_key,
-    recorded_argv,
-    recorded_shell,
-    redact_text,
-    secret_values,
-)
+from harness.command import ServerCommand
 from harness.errors import (
-    GpuMemoryHeld,
     PortInUse,
     ServerCrashed,
     ServerError,
     ServerOOM,
     ServerStartTimeout,
 )
-from harness.gpu import wait_gpu_released
+from harness.gpu import await_gpu_release, check_gpu_released
 from harness.logs import classify_exit, excerpt, is_fatal_line, is_ready_line, oom_kind
+from harness.procs import (
+    group_alive,
+    port_is_free,
+    process_tree,
+    signal_group,
+    stop_leftover,
+    wait_until,
+)
+from harness.redact import recorded_argv, recorded_shell, redact_text, secret_values
 from harness.results import Outcome
 
 log = logging.getLogger(__name__)
 # A server still alive this long after printing a fatal line is half-killed: treat it as dead.
 FATAL_GRACE_S = 1.0
-# pid -> GPU MiB: processes of servers this process stopped that held GPU memory at the deadline.
-_UNRELEASED: dict[int, float] = {}
 _live: set[Server] = set()  # servers started and not yet stopped, for stop_all()
 _live_lock = threading.Lock()
 
@@ -63,29 +61,6 @@ def stop_all() -> None:
         servers = list(_live)
     for server in servers:
         server.stop()
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """True if a server could bind host:port now (a listener or a bound socket makes it False)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def wait_until(predicate, deadline_s: float, interval_s: float = 0.05) -> bool:
-    """Poll `predicate` until it is true or `deadline_s` (wall seconds from now) passes."""
-    end = time.monotonic() + deadline_s
-    while True:
-        if predicate():
-            return True
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            return False
-        time.sleep(min(interval_s, remaining))
 
 
 class Server:
@@ -143,7 +118,9 @@ class Server:
                 "with server.port=<port>."
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_fh = self.log_path.open("ab")
+        # "wb": a rerun in the same folder must not mix two servers' logs (nor read the first
+        # server's "fired up" line as the second one's).
+        self._log_fh = self.log_path.open("wb")
         # Recorded before the launch too: a sweep killed between the fork and the write below
         # still leaves what its successor needs to find the server (by its command line).
         self._record_pid(None)
@@ -194,11 +171,6 @@ class Server:
             self._pump.join(timeout_s)
 
     @property
-    def headers(self) -> dict[str, str]:
-        key = api_key(self.command.argv)
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
-    @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
@@ -219,7 +191,7 @@ class Server:
         offset = 0
         seen_ready_line = False
         with httpx.Client(
-            base_url=self.command.base_url, timeout=30.0, headers=self.headers
+            base_url=self.command.base_url, timeout=30.0, headers=self.command.headers
         ) as client:
             while True:
                 self.raise_if_exited(during="start-up")
@@ -284,7 +256,7 @@ class Server:
     def server_info(self) -> dict[str, Any]:
         """Effective arguments and state: /server_info (0.5.23), else /get_server_info (0.5.1)."""
         with httpx.Client(
-            base_url=self.command.base_url, timeout=30.0, headers=self.headers
+            base_url=self.command.base_url, timeout=30.0, headers=self.command.headers
         ) as client:
             for path in ("/server_info", "/get_server_info"):
                 response = client.get(path)
@@ -307,12 +279,12 @@ class Server:
         stopping = time.monotonic()
         tree = process_tree(pgid)  # before the kill: whose GPU memory must come back
         if proc.poll() is None:
-            _signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=self.stop_grace_s)
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         rc = proc.wait()
-        if not wait_until(lambda: not _group_alive(pgid), deadline_s=30.0):
+        if not wait_until(lambda: not group_alive(pgid), deadline_s=30.0):
             log.warning("process group %d still has members after SIGKILL", pgid)
         if self.gone_at is None:
             self.gone_at = time.time()
@@ -322,7 +294,7 @@ class Server:
             lambda: port_is_free(self.command.host, self.command.port), deadline_s=30.0
         ):
             log.warning("port %d still busy after the server stopped", self.command.port)
-        _await_gpu_release(tree, self.gpu_release_timeout_s)
+        await_gpu_release(tree, self.gpu_release_timeout_s)
         if self.teardown_s is None:
             self.teardown_s = time.monotonic() - stopping
         self._drain_log()
@@ -332,132 +304,3 @@ class Server:
         if self.pid_file is not None:
             self.pid_file.unlink(missing_ok=True)
         return rc
-
-
-def leftover_pid(pid_file: Path) -> int | None:
-    """The server recorded in `pid_file` if it still runs: the recorded pid when that process
-    runs the recorded command line (so a recycled pid is never mistaken for it), else any process
-    running that command line (the recorder died between the launch and writing the pid). The
-    record holds the argv with secrets replaced by references; live command lines are compared
-    the same way. The argv names the server's port, which no other live server holds."""
-    try:
-        record = json.loads(pid_file.read_text())
-        argv, pid = list(record["argv"]), record.get("pid")
-    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
-        return None
-    if pid is not None and _runs(int(pid), argv):
-        return int(pid)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid() and _runs(int(entry), argv):
-            return int(entry)
-    return None
-
-
-def _runs(pid: int, argv: list[str]) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return False
-    if "\nState:\tZ" in status:
-        return False
-    return recorded_argv([part.decode(errors="replace") for part in cmdline]) == argv
-
-
-def stop_leftover(
-    pid_file: Path, grace_s: float, gpu_release_timeout_s: float = 60.0
-) -> int | None:
-    """Stop the server a crashed run recorded in `pid_file`; returns the pid stopped."""
-    pid = leftover_pid(pid_file)
-    if pid is None:
-        pid_file.unlink(missing_ok=True)
-        return None
-    log.warning("stopping server pid %d left behind by an earlier run (%s)", pid, pid_file)
-    tree = process_tree(pid)
-    _signal_group(pid, signal.SIGTERM)
-    if not wait_until(lambda: not _group_alive(pid), deadline_s=grace_s, interval_s=0.1):
-        _signal_group(pid, signal.SIGKILL)
-        wait_until(lambda: not _group_alive(pid), deadline_s=30.0, interval_s=0.1)
-    pid_file.unlink(missing_ok=True)
-    _await_gpu_release(tree, gpu_release_timeout_s)
-    return pid
-
-
-def process_tree(pgid: int) -> set[int]:
-    """The live members of process group `pgid` and their descendants (a child that called
-    setsid is still a descendant), from /proc."""
-    parents: dict[int, int] = {}
-    members = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ...
-        parents[int(entry)] = int(fields[1])
-        if int(fields[2]) == pgid:
-            members.add(int(entry))
-    tree, frontier = set(members), list(members)
-    while frontier:
-        parent = frontier.pop()
-        for pid, ppid in parents.items():
-            if ppid == parent and pid not in tree:
-                tree.add(pid)
-                frontier.append(pid)
-    return tree
-
-
-def _await_gpu_release(tree: set[int], deadline_s: float) -> None:
-    held = wait_gpu_released(tree, deadline_s) if tree else []
-    for holder in held or []:
-        _UNRELEASED[holder.pid] = holder.used_mib
-    if held:
-        log.warning(
-            "GPU memory still held %.0f s after the server stopped: %s",
-            deadline_s,
-            ", ".join(f"pid {p.pid} {p.used_mib:.0f} MiB on GPU {p.gpu}" for p in held),
-        )
-
-
-def check_gpu_released() -> None:
-    """Before a launch: a stopped server's processes that held GPU memory at their deadline must
-    have let go by now, or the next server runs out of memory against them."""
-    if not _UNRELEASED:
-        return
-    held = wait_gpu_released(set(_UNRELEASED), 0) or []
-    _UNRELEASED.clear()
-    for holder in held:
-        _UNRELEASED[holder.pid] = holder.used_mib
-    if held:
-        listed = ", ".join(f"pid {p.pid} ({p.used_mib:.0f} MiB on GPU {p.gpu})" for p in held)
-        raise GpuMemoryHeld(
-            f"the previous server's processes still hold GPU memory: {listed}. Not launching "
-            "into it (the next server would run out of memory). Check nvidia-smi and stop them; "
-            "raise engine.gpu_release_timeout_s if the driver is just slow to free memory."
-        )
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _signal_zero_succeeds(send, target: int) -> bool:
-    """Signal 0 checks existence: ESRCH means gone, EPERM means alive but not ours."""
-    try:
-        send(target, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def pid_alive(pid: int) -> bool:
-    return _signal_zero_succeeds(os.kill, pid)
-
-
-def _group_alive(pgid: int) -> bool:
-    return _signal_zero_succeeds(os.killpg, pgid)

@@ -9,8 +9,12 @@ mechanically.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
+from harness.results import RunSummary
+from harness.stats import summarize
 
 ENGINES = ("sim", "sglang")
 SGLANG_VERSIONS = ("0.5.23", "0.5.1")
@@ -71,7 +75,7 @@ class ServerSpec:
     host: str = "127.0.0.1"
     port: int = 30000
     # SGLang's --api-key. Read from the environment variable server.api_key_env names; kept out of
-    # repr and of everything recorded (harness.command's redaction helpers).
+    # repr and of everything recorded (harness.redact).
     api_key: str | None = field(default=None, repr=False)
     trust_remote_code: bool = False
     reasoning_parser: str | None = None
@@ -79,14 +83,12 @@ class ServerSpec:
     context_length: int | None = None
     mem_fraction_static: float | None = None  # None: SGLang's own formula
     max_running_requests: int | None = None
-    chunked_prefill_size: int | None = None
     hicache_size: int = 0  # GB of host memory per TP rank; 0 disables HiCache
     disable_cuda_graph: bool = False
     cuda_graph_max_bs: int | None = None
     disable_overlap_schedule: bool = False
     enable_metrics: bool = True
     decode_log_interval: int = 40
-    log_level: str = "info"
     speculative_algorithm: str | None = None
     speculative_draft_model_path: str | None = None
     speculative_num_steps: int | None = None
@@ -159,3 +161,128 @@ class ServerSpec:
     def base_url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         return f"http://{host}:{self.port}"
+
+
+APIS = ("chat", "generate")
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    model: str  # the "model" field of each request
+    prompts: str = "builtin"
+    api: str = "chat"  # chat: /v1/chat/completions; generate: SGLang's native /generate
+    max_tokens: int = 2048
+    warmup: int = 2
+    runs: int = 5
+    concurrency: tuple[int, ...] = (1,)
+    requests_per_run: int = 3  # per level: max(requests_per_run, concurrency), unless...
+    requests_per_level: tuple[int, ...] = ()  # ...given per level, aligned with concurrency
+    temperature: float = 0.0
+    ignore_eos: bool = False
+    thinking: bool = True  # chat template reasoning mode (Kimi/Qwen "thinking")
+    # Per-request deadline, wall seconds. None: derived from max_tokens at min_request_tok_s,
+    # a rate far below any working server, so only a stalled request misses it.
+    request_timeout_s: float | None = None
+    min_request_tok_s: float = 5.0
+    seed: int = 0
+    adaptive: bool = False  # add runs until the 95% interval is within target_ci_pct
+    target_ci_pct: float = 2.0
+    max_runs: int = 20
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.api in APIS, f"benchmark.api={self.api!r}: use one of {', '.join(APIS)}"),
+            (1 <= self.max_tokens <= 262144, f"benchmark.max_tokens={self.max_tokens}: 1..262144"),
+            (0 <= self.warmup <= 1000, f"benchmark.warmup={self.warmup}: 0..1000"),
+            (1 <= self.runs <= 1000, f"benchmark.runs={self.runs}: 1..1000"),
+            (bool(self.concurrency), "benchmark.concurrency is empty: give e.g. [1]"),
+            (
+                all(1 <= c <= 4096 for c in self.concurrency),
+                f"benchmark.concurrency={list(self.concurrency)}: each level 1..4096",
+            ),
+            (
+                1 <= self.requests_per_run <= 100000,
+                f"benchmark.requests_per_run={self.requests_per_run}: 1..100000",
+            ),
+            (
+                not self.requests_per_level
+                or (
+                    len(self.requests_per_level) == len(self.concurrency)
+                    and all(n >= 1 for n in self.requests_per_level)
+                ),
+                f"benchmark.requests_per_level={list(self.requests_per_level)}: one count >= 1 per "
+                f"concurrency level {list(self.concurrency)}",
+            ),
+            (0.0 <= self.temperature <= 2.0, f"benchmark.temperature={self.temperature}: 0..2"),
+            (
+                self.request_timeout_s is None or self.request_timeout_s > 0,
+                f"benchmark.request_timeout_s={self.request_timeout_s}: must be > 0 (or null to "
+                "derive it from max_tokens)",
+            ),
+            (
+                self.min_request_tok_s > 0,
+                f"benchmark.min_request_tok_s={self.min_request_tok_s}: must be > 0",
+            ),
+            (0 < self.target_ci_pct <= 100, "benchmark.target_ci_pct must be in (0, 100]"),
+            (self.max_runs >= self.runs, "benchmark.max_runs must be >= benchmark.runs"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"{message} (out of range).")
+
+    @property
+    def request_deadline_s(self) -> float:
+        """Wall seconds a request may take: 60 s for queueing and prefill, then max_tokens at
+        min_request_tok_s (2048 tokens: 470 s)."""
+        if self.request_timeout_s is not None:
+            return self.request_timeout_s
+        return 60.0 + self.max_tokens / self.min_request_tok_s
+
+    @property
+    def objective_concurrency(self) -> int:
+        """Single-stream if measured, else the first level."""
+        return 1 if 1 in self.concurrency else self.concurrency[0]
+
+    def requests_at(self, concurrency: int) -> int:
+        if self.requests_per_level:
+            return self.requests_per_level[self.concurrency.index(concurrency)]
+        return max(self.requests_per_run, concurrency)
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    """Stop once this configuration's 95% upper bound is below `below` (the best trial's lower
+    bound): more runs could not make it the best, only cost GPU time."""
+
+    below: float
+    concurrency: int
+    metric: str = "decode_tok_s"  # a RunSummary field: decode_tok_s or output_tok_s
+    min_runs: int = 2
+
+    def should_stop(self, runs: list[RunSummary]) -> bool:
+        values = [
+            getattr(r, self.metric)
+            for r in runs
+            if r.concurrency == self.concurrency and getattr(r, self.metric) is not None
+        ]
+        if len(values) < self.min_runs:
+            return False
+        stat = summarize(values)
+        return stat.mean + stat.ci95 < self.below
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One trial: what to launch, how to measure it, and how its drafter is checked first."""
+
+    name: str
+    role: str  # "trial" | "baseline"
+    number: int | None
+    engine: EngineSpec
+    server: ServerSpec
+    benchmark: BenchmarkSpec
+    params: dict[str, Any] = field(default_factory=dict)  # requested values, SGLang's names
+    early_stop: EarlyStop | None = None
+    pid_file: Path | None = None  # records the live server so a crashed sweep's leftover is found
+    drafter_check: str = "static"  # static | deep | off (harness.drafter_gate)
+    drafter_cache: Path | None = None  # where drafter verdicts are kept; None: not kept

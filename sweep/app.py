@@ -13,11 +13,11 @@ from omegaconf import DictConfig
 from harness.command import build_server_command
 from harness.errors import ConfigError
 from harness.results import Outcome, TrialResult
+from harness.trial import run_trial
 from sweep import provenance
 from sweep.config import build_trial_spec, check_drafter
 from sweep.console import ConsoleReporter, console
 from sweep.schema import register
-from sweep.trial import run_trial
 
 log = logging.getLogger(__name__)
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")

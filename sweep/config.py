@@ -10,18 +10,15 @@ import functools
 import hashlib
 import json
 import os
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.bench import BenchmarkSpec, EarlyStop
+from harness.command import engine_program
 from harness.errors import ConfigError
 from harness.flags import engine_python, installed_sglang_version, surface_of
 from harness.prompts import load_prompts
-from harness.spec import EngineSpec, ServerSpec
+from harness.spec import BenchmarkSpec, EarlyStop, EngineSpec, ServerSpec, TrialSpec
 
 SEARCHED = (
     "speculative_num_steps",
@@ -30,8 +27,8 @@ SEARCHED = (
     "mem_fraction_static",
     "hicache_size",
 )
-# Every trial's MLflow params carry exactly these keys (plus effective.<EFFECTIVE_KEYS>), so the
-# compare view lines trials up whatever their outcome.
+# Every trial's MLflow params carry exactly these keys (plus effective.<harness.trial's
+# EFFECTIVE_KEYS>), so the compare view lines trials up whatever their outcome.
 PARAM_KEYS = (
     *SEARCHED,
     "drafter",
@@ -42,31 +39,6 @@ PARAM_KEYS = (
     "hardware",
     "max_tokens",
 )
-# What /server_info reports that is recorded as effective.<name> (both SGLang versions' names).
-EFFECTIVE_KEYS = (
-    *SEARCHED,
-    "speculative_algorithm",
-    "max_running_requests",
-    "cuda_graph_max_bs_decode",
-    "cuda_graph_max_bs",
-    "disable_overlap_schedule",
-    "max_total_num_tokens",
-    "tp_size",
-    "cuda_visible_devices",
-)
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    name: str
-    role: str  # "trial" | "baseline"
-    number: int | None
-    engine: EngineSpec
-    server: ServerSpec
-    benchmark: BenchmarkSpec
-    params: dict[str, Any] = field(default_factory=dict)  # requested values, SGLang's names
-    early_stop: EarlyStop | None = None
-    pid_file: Path | None = None  # records the live server so a crashed sweep's leftover is found
 
 
 def _looks_local(path: str) -> bool:
@@ -92,10 +64,7 @@ def build_engine_spec(cfg: DictConfig) -> EngineSpec:
         if engine.name == "sim":
             version = "0.5.23"  # the simulator's default surface
         else:
-            program = tuple(engine.program)
-            if program[0] == "python":  # harness.command runs it with this interpreter
-                program = (sys.executable, *program[1:])
-            version = detected_surface(program)
+            version = detected_surface(engine_program(engine.program))
     if engine.name == "sim":
         if engine.clock_scale <= 0:
             raise ConfigError(f"engine.clock_scale={engine.clock_scale}: must be > 0.")
@@ -251,19 +220,26 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         pid_file=Path(cfg.trial.pid_file)
         if cfg.trial.pid_file
         else server_pid_file(cfg.tracking.dir, server.port),
+        drafter_check=cfg.drafter.check,
+        drafter_cache=drafter_cache(cfg),
     )
 
 
+def drafter_cache(cfg: DictConfig) -> Path:
+    """Where drafter verdicts are kept between trials and sweeps."""
+    return Path(cfg.tracking.dir).resolve() / "drafter-checks"
+
+
 def check_drafter(cfg: DictConfig, spec: TrialSpec) -> None:
-    """Raise ConfigError when the trial's drafter would fail (see sweep.drafter_gate)."""
-    from sweep.drafter_gate import drafter_problems
+    """Raise ConfigError when the trial's drafter would fail (see harness.drafter_gate)."""
+    from harness.drafter_gate import drafter_problems
 
     problems = drafter_problems(
         spec.server.speculative_draft_model_path,
         spec.server.model_path,
         spec.server.speculative_algorithm or "EAGLE3",
         cfg.drafter.check,
-        Path(cfg.tracking.dir).resolve() / "drafter-checks",
+        drafter_cache(cfg),
     )
     if problems:
         raise ConfigError(problems)
@@ -296,10 +272,7 @@ def check_launch_flags(specs: list[TrialSpec]) -> None:
         if spec.engine.simulated:
             problems += sim_parser_problems(flags, spec.engine.sglang_version)
             continue
-        program = spec.engine.program
-        python = engine_python(
-            (sys.executable, *program[1:]) if program[0] == "python" else program
-        )
+        python = engine_python(engine_program(spec.engine.program))
         if python is None or installed_sglang_version(python) is None:
             continue  # preflight says SGLang is missing; the version table already ran
         for result in parse_with_sglang(python, [flags]):

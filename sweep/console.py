@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult
-from sweep.config import TrialSpec
+from harness.spec import TrialSpec
 
 console = Console(highlight=False)
 TRUNCATION_WARNING = 0.25  # share of outputs cut while reasoning that earns a console warning
@@ -51,7 +51,7 @@ def fmt_tok_s(result: TrialResult) -> str:
 
 
 class ConsoleReporter:
-    """Per-trial progress lines; also the Reporter that `sweep.trial.run_trial` calls."""
+    """Per-trial progress lines; also the Reporter that `harness.trial.run_trial` calls."""
 
     def __init__(self, simulated: bool, prefix: str | None = None):
         self.clock_label = "simulated s" if simulated else "s"

@@ -11,7 +11,8 @@ import re
 import shlex
 from datetime import datetime
 
-from harness.command import ServerCommand, redacted_argv, redacted_env
+from harness.command import ServerCommand
+from harness.redact import redacted_argv, redacted_env
 
 SECRET_FLAG_ENV = "SGLANG_API_KEY"
 CONTINUATION = " \\\n    "  # backslash, newline, indent

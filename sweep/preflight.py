@@ -19,11 +19,12 @@ from pathlib import Path
 import httpx
 from omegaconf import DictConfig, OmegaConf
 
+from harness.command import engine_program
+from harness.drafter_gate import drafter_problems
 from harness.errors import ConfigError
 from harness.flags import engine_python, installed_sglang_version, surface_of
 from harness.gpu import gpu_inventory, gpu_processes
-from harness.server import leftover_pid, port_is_free
-from sweep.drafter_gate import drafter_problems
+from harness.procs import leftover_pid, port_is_free
 from sweep.space import SearchSpace
 from sweep.storage import ensure_schema, redact_url
 from sweep.tracking import resolve_sqlite_uri
@@ -71,7 +72,7 @@ def check_engine(cfg: DictConfig) -> Check:
     if cfg.engine.name == "sim":
         return Check("engine", "pass", f"simulator (harness.sim), SGLang {wanted} surface")
     program = tuple(cfg.engine.program)
-    python = engine_python((sys.executable, *program[1:]) if program[0] == "python" else program)
+    python = engine_python(engine_program(program))
     version = installed_sglang_version(python) if python else None
     if version is None:
         return Check(

@@ -23,14 +23,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.command import (
-    REDACTED,
-    ServerCommand,
-    recorded_argv,
-    redact_url_passwords,
-    redacted_env,
-)
+from harness.command import ServerCommand
 from harness.gpu import gpu_inventory
+from harness.redact import REDACTED, recorded_argv, redact_url_passwords, redacted_env
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "HF_", "PYTORCH_", "TORCH_", "NVIDIA_", "OMP_")

@@ -22,13 +22,13 @@ from omegaconf import OmegaConf
 from harness.command import build_server_command
 from harness.errors import SpecsweepError
 from harness.results import Outcome
+from harness.trial import run_trial
 from sweep import provenance
 from sweep.config import build_trial_spec
 from sweep.console import ConsoleReporter, console
 from sweep.export import launch_script, systemd_unit
 from sweep.schema import SpecsweepConfig, register
 from sweep.tracking import Tracker
-from sweep.trial import run_trial
 
 
 def pick_run(client: MlflowClient, experiment: str, run_id: str | None) -> Run:

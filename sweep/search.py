@@ -26,8 +26,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from harness.procs import pid_alive
 from harness.results import Outcome, TrialResult
-from harness.server import pid_alive
 from harness.spec import ServerSpec
 
 KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing

@@ -20,11 +20,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from harness.procs import pid_alive, wait_until
 
 PG_USER = "specsweep"
 DATABASES = ("optuna", "mlflow")
@@ -78,11 +79,8 @@ def _own(path: Path) -> None:
 
 
 def _wait(predicate, deadline_s: float, what: str) -> None:
-    end = time.monotonic() + deadline_s
-    while not predicate():
-        if time.monotonic() > end:
-            raise RuntimeError(f"{what} did not come up within {deadline_s:.0f} s")
-        time.sleep(0.2)
+    if not wait_until(predicate, deadline_s, interval_s=0.2):
+        raise RuntimeError(f"{what} did not come up within {deadline_s:.0f} s")
 
 
 def _listening(port: int) -> bool:
@@ -214,9 +212,9 @@ def stop(root: Path) -> None:
         pid = int(pid_file.read_text())
         try:
             os.killpg(pid, signal.SIGTERM)
-            _wait(lambda: not _alive(pid), 30, "mlflow server shutdown")
+            _wait(lambda: not pid_alive(pid), 30, "mlflow server shutdown")
         except (ProcessLookupError, RuntimeError):
-            if _alive(pid):
+            if pid_alive(pid):
                 os.killpg(pid, signal.SIGKILL)
         pid_file.unlink()
     data = root / "postgres"
@@ -226,18 +224,6 @@ def stop(root: Path) -> None:
             check=False,
             stdout=subprocess.DEVNULL,
         )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a child of ours that exited stays a zombie until reaped: that is not alive
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.errors import ConfigError
-from harness.server import port_is_free, stop_leftover
+from harness.procs import port_is_free, stop_leftover
 
 PORT_RANGE = 500  # ports tried above server.port
 

@@ -20,8 +20,8 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages._heartbeat import get_heartbeat_thread
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
-from harness.command import redact_url_passwords
 from harness.errors import ConfigError
+from harness.redact import redact_url_passwords
 from sweep.tracking import resolve_sqlite_uri
 
 

@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.command import redact_url_passwords
+from harness.redact import redact_url_passwords
 from harness.results import TrialResult
 from sweep.tracking import Tracker, read_tracking_record, sqlite_uri
 

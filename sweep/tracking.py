@@ -26,11 +26,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
-from harness.command import redact_url_passwords
+from harness.procs import pid_alive
+from harness.redact import redact_url_passwords
 from harness.results import Outcome, TrialResult
-from harness.server import pid_alive
+from harness.trial import EFFECTIVE_KEYS
 from sweep import provenance
-from sweep.config import EFFECTIVE_KEYS, PARAM_KEYS
+from sweep.config import PARAM_KEYS
 
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND = "mlflow.experimentKind"

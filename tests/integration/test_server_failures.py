@@ -11,7 +11,8 @@ import pytest
 
 from harness.command import ServerCommand, build_server_command
 from harness.errors import PortInUse, ServerCrashed, ServerOOM, ServerStartTimeout
-from harness.server import Server, port_is_free
+from harness.procs import port_is_free, wait_until
+from harness.server import Server
 from tests.conftest import eagle3, kimi_server, processes_mentioning, sim_engine
 
 
@@ -136,7 +137,7 @@ def test_a_leftover_is_found_by_its_command_line_when_its_pid_was_never_written(
     import json
     import threading
 
-    from harness.server import leftover_pid, stop_leftover
+    from harness.procs import leftover_pid, stop_leftover
 
     pid_file = tmp_path / "server.pid"
     cmd = build_server_command(kimi_server(port), sim_engine())
@@ -156,3 +157,22 @@ def test_a_leftover_is_found_by_its_command_line_when_its_pid_was_never_written(
     finally:
         server.stop()
     assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_a_rerun_in_the_same_folder_starts_a_fresh_log(tmp_path, port):
+    """server.log holds one server: a second launch into the same folder replaces the first
+    one's log instead of appending to it (an appended log would also offer the first server's
+    "fired up" line to the second one's readiness check)."""
+    log = tmp_path / "server.log"
+    for name in ("first", "second"):
+        script = f"import time; print('server {name}', flush=True); time.sleep(60)"
+        cmd = ServerCommand(
+            argv=(sys.executable, "-c", script),
+            env={},
+            base_url=f"http://127.0.0.1:{port}",
+            host="127.0.0.1",
+            port=port,
+        )
+        with Server(cmd, log, ready_timeout_s=60, stop_grace_s=1):
+            assert wait_until(lambda: log.read_text() != "", deadline_s=30)  # it printed
+    assert log.read_text() == "server second\n"

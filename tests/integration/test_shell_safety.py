@@ -14,7 +14,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from harness.command import ServerCommand, build_server_command, recorded_shell
+from harness.command import ServerCommand, build_server_command
+from harness.redact import recorded_shell
 from harness.server import Server
 from sweep.app import CONF_DIR
 from sweep.config import build_trial_spec

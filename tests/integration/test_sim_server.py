@@ -7,10 +7,12 @@ import json
 import httpx
 import pytest
 
-from harness.bench import Benchmark, BenchmarkSpec
+from harness.bench import Benchmark
 from harness.clock import ServerClock
 from harness.command import build_server_command
-from harness.server import Server, port_is_free
+from harness.procs import port_is_free
+from harness.server import Server
+from harness.spec import BenchmarkSpec
 from tests.conftest import eagle3, processes_mentioning, sim_engine
 
 

@@ -3,6 +3,7 @@ how fast the harness notices."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -12,13 +13,13 @@ import time
 import httpx
 import pytest
 
-from harness.bench import BenchmarkSpec
 from harness.command import ServerCommand, build_server_command
-from harness.errors import ServerOOM
+from harness.errors import ConfigError, ServerOOM
+from harness.procs import leftover_pid
 from harness.results import Outcome, read_requests
-from harness.server import Server, leftover_pid
-from sweep.config import TrialSpec
-from sweep.trial import SilentReporter, run_trial
+from harness.server import Server
+from harness.spec import BenchmarkSpec, TrialSpec
+from harness.trial import SilentReporter, run_trial
 from tests.conftest import eagle3, kimi_server, processes_mentioning, sim_engine
 
 # Generous on purpose: the point is "long before any request deadline", not a speed claim.
@@ -151,7 +152,18 @@ def test_api_key_is_enforced_sent_and_never_written_down(tmp_path, port):
         url = f"http://127.0.0.1:{port}"
         assert httpx.get(f"{url}/v1/models").status_code == 401
         assert httpx.get(f"{url}/health").status_code == 200  # exempt, as in SGLang
-        info = httpx.get(f"{url}/server_info", headers=server.headers)
+        info = httpx.get(f"{url}/server_info", headers=server.command.headers)
         assert info.status_code == 200 and key not in info.text
         assert key not in pid_file.read_text()
         assert leftover_pid(pid_file) == server.pid  # still recognised without the key
+
+
+def test_a_broken_drafter_is_refused_before_anything_launches(tmp_path, port):
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()  # no weights: the drafter gate's static check fails
+    server = dataclasses.replace(eagle3(port), speculative_draft_model_path=str(drafter))
+    spec = trial(tmp_path, port, server=server)
+    with pytest.raises(ConfigError, match=r"drafter check failed: .*no \*\.safetensors file"):
+        run_trial(spec, tmp_path / "t")
+    assert not (tmp_path / "t").exists()  # no folder, no command, no server
+    assert processes_mentioning(f"--port {port} ") == []

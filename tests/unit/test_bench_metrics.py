@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench import BenchmarkSpec
 from harness.errors import ConfigError
 from harness.metrics import (
     Timeline,
@@ -17,6 +16,7 @@ from harness.metrics import (
     tokens_in_window,
 )
 from harness.results import RequestRecord
+from harness.spec import BenchmarkSpec
 
 
 def record(start, first, end, tokens, finish="length", error=None, run=1, ended=False):

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from harness.command import build_server_command, server_flags
+from harness.redact import recorded_shell
 from harness.spec import EngineSpec, ServerSpec
 
 BASE = dict(model_path="moonshotai/Kimi-K2.5", tp_size=8, port=30000)
@@ -98,7 +99,7 @@ def test_command_uses_current_interpreter_env_and_url():
     assert cmd.argv[:3] == (sys.executable, "-m", "sglang.launch_server")
     assert cmd.env == {"NCCL_PROTO": "LL"}
     assert cmd.base_url == "http://127.0.0.1:30000"
-    shell = cmd.shell()
+    shell = recorded_shell(cmd)  # no secrets here: the plain command line
     assert shell.startswith("NCCL_PROTO=LL ")
     assert shlex.split(shell)[1:] == list(cmd.argv)
 

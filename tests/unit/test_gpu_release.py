@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import gpu, server
+from harness import gpu, procs
 from harness.errors import GpuMemoryHeld
 
 real_nvml = gpu._nvml
@@ -72,17 +72,17 @@ def test_a_stop_whose_memory_stays_held_refuses_the_next_launch(monkeypatch, tmp
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
     )
-    tree = server.process_tree(proc.pid)
+    tree = procs.process_tree(proc.pid)
     assert tree == {proc.pid}
     nvml = FakeNvml([[(proc.pid, 2**30)]])
     monkeypatch.setattr(gpu, "_nvml", lambda module=None: real_nvml(nvml))
     proc.kill()
     proc.wait()
     started = time.monotonic()
-    server._await_gpu_release(tree, deadline_s=0.3)
+    gpu.await_gpu_release(tree, deadline_s=0.3)
     assert time.monotonic() - started >= 0.3
     with pytest.raises(GpuMemoryHeld, match=f"pid {proc.pid}"):
-        server.check_gpu_released()
+        gpu.check_gpu_released()
     nvml.polls = [[]]  # the driver let go: the next launch may go ahead
-    server.check_gpu_released()
-    assert server._UNRELEASED == {}
+    gpu.check_gpu_released()
+    assert gpu._UNRELEASED == {}

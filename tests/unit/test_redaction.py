@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import shlex
 
-from harness.command import (
-    ServerCommand,
-    api_key,
+from harness.command import ServerCommand, build_server_command
+from harness.redact import (
     recorded_argv,
     recorded_shell,
     redact_text,
     redacted_env,
     secret_values,
 )
+from harness.spec import EngineSpec, ServerSpec
 from sweep.provenance import environment, redacted_config
 
 KEY = "sk-live-0123456789"
@@ -26,6 +26,8 @@ def command() -> ServerCommand:
         base_url="http://127.0.0.1:30000",
         host="127.0.0.1",
         port=30000,
+        headers={"Authorization": f"Bearer {KEY}"},
+        secrets=(KEY,),
     )
 
 
@@ -34,7 +36,16 @@ def test_recorded_argv_references_the_key_from_the_environment():
     assert argv[-2:] == ["--api-key", "$SGLANG_API_KEY"]
     assert KEY not in " ".join(argv)
     assert recorded_argv(["x", f"--api-key={KEY}"]) == ["x", "--api-key=<redacted>"]
-    assert api_key(command().argv) == KEY and api_key(["x", f"--api-key={KEY}"]) == KEY
+
+
+def test_the_key_travels_on_the_command_not_read_back_from_argv():
+    engine = EngineSpec(name="sglang", program=("python", "-m", "sglang.launch_server"))
+    cmd = build_server_command(ServerSpec(model_path="m", api_key=KEY), engine)
+    assert "--api-key" in cmd.argv and KEY in cmd.argv  # what SGLang needs
+    assert cmd.headers == {"Authorization": f"Bearer {KEY}"}  # what every client sends
+    assert KEY in secret_values(cmd)  # masked in what the server prints
+    plain = build_server_command(ServerSpec(model_path="m"), engine)
+    assert plain.headers == {} and secret_values(plain) == []
 
 
 def test_recorded_shell_reads_every_secret_from_the_environment_at_run_time():

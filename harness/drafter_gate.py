@@ -2,7 +2,8 @@
 
 Runs `drafter.checks` (and the CPU forward pass with `drafter.check=deep`) on the drafter the
 trial would launch, when its directory is on this machine, and caches the verdict per checkpoint
-(file sizes and times, target config, algorithm, depth) under `<tracking.dir>/drafter-checks/`.
+(file sizes and times, target config, algorithm, depth) in `cache_dir` (a sweep's is
+`<tracking.dir>/drafter-checks/`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from drafter.checkpoint import CheckpointError, TargetConfig
 from drafter.checks import check
 from drafter.deep import deep_check
+from harness.errors import ConfigError
+from harness.spec import TrialSpec
 
 CHECK_LEVELS = ("static", "deep", "off")
 
@@ -23,9 +26,10 @@ def _fingerprint(directory: Path) -> list:
 
 
 def drafter_problems(
-    drafter_path: str | None, model_path: str, algorithm: str, level: str, cache_dir: Path
+    drafter_path: str | None, model_path: str, algorithm: str, level: str, cache_dir: Path | None
 ) -> str | None:
-    """None if the drafter may launch (or cannot be inspected here); else what is wrong."""
+    """None if the drafter may launch (or cannot be inspected here); else what is wrong.
+    `level` is static, deep or off; without a `cache_dir` nothing is cached."""
     if level not in CHECK_LEVELS:
         return f"drafter.check={level!r}: use one of {', '.join(CHECK_LEVELS)}."
     if level == "off" or not drafter_path or not Path(drafter_path).is_dir():
@@ -42,8 +46,9 @@ def drafter_problems(
             _fingerprint(target) if target else None,
         ]
     )
-    cached = cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
-    if cached.is_file():
+    name = f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    cached = cache_dir / name if cache_dir is not None else None
+    if cached is not None and cached.is_file():
         verdict = json.loads(cached.read_text())
     else:
         report = check(drafter, target, algorithm)
@@ -56,8 +61,23 @@ def drafter_problems(
                     target_cfg = None
             report.findings += deep_check(drafter, target_cfg)
         verdict = {"ok": report.ok, "errors": [f.message for f in report.errors]}
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps(verdict))
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps(verdict))
     if verdict["ok"]:
         return None
     return "drafter check failed: " + " | ".join(verdict["errors"])
+
+
+def check_drafter(spec: TrialSpec) -> None:
+    """Raise ConfigError when the trial's drafter would fail; nothing is launched to find out."""
+    server = spec.server
+    problems = drafter_problems(
+        server.speculative_draft_model_path,
+        server.model_path,
+        server.speculative_algorithm or "EAGLE3",
+        spec.drafter_check,
+        spec.drafter_cache,
+    )
+    if problems:
+        raise ConfigError(problems)

@@ -1,0 +1,179 @@
+"""One streaming request -> its RequestRecord and its token Timeline.
+
+Two APIs: the OpenAI-style chat endpoint (`/v1/chat/completions`, what users call) and SGLang's
+native `/generate` (exact token counts in every chunk). `_StreamState` reads either stream. Every
+time is on the server's clock, through the `server_time` function the caller passes (wall
+monotonic -> server seconds since the benchmark started).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from harness.clock import ServerClock
+from harness.errors import BenchmarkError
+from harness.metrics import Timeline
+from harness.prompts import Prompt
+from harness.results import RequestRecord
+from harness.spec import BenchmarkSpec
+
+
+def deadline_error(spec: BenchmarkSpec) -> str:
+    """The error a request that missed its deadline is recorded with."""
+    return f"no complete response within {spec.request_deadline_s:.0f} s (wall): stalled"
+
+
+def request_body(
+    spec: BenchmarkSpec, prompt: Prompt, *, speculative: bool
+) -> tuple[str, dict[str, Any]]:
+    """The endpoint and the JSON body for `prompt`."""
+    if spec.api == "generate":
+        text = "\n".join(m["content"] for m in prompt.messages)
+        params: dict[str, Any] = {
+            "max_new_tokens": spec.max_tokens,
+            "temperature": spec.temperature,
+        }
+        if spec.ignore_eos:
+            params["ignore_eos"] = True
+        return "/generate", {"text": text, "sampling_params": params, "stream": True}
+    body: dict[str, Any] = {
+        "model": spec.model,
+        "messages": list(prompt.messages),
+        "max_tokens": spec.max_tokens,
+        "temperature": spec.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "chat_template_kwargs": {"thinking": spec.thinking},
+    }
+    if speculative:
+        body["return_spec_tokens_details"] = True  # SGLang 0.5.23: per-request accept length
+    if spec.ignore_eos:
+        body["ignore_eos"] = True
+    return "/v1/chat/completions", body
+
+
+async def stream_request(
+    client: httpx.AsyncClient,
+    spec: BenchmarkSpec,
+    prompt: Prompt,
+    *,
+    phase: str,
+    run: int,
+    concurrency: int,
+    speculative: bool,
+    server_time: Callable[[float], float],
+) -> Timeline:
+    """Send one request and read its stream. Never raises for the request's own failure: an HTTP
+    error, a malformed stream or a missed deadline becomes `record.error`."""
+    path, body = request_body(spec, prompt, speculative=speculative)
+    record = RequestRecord(phase, run, concurrency, prompt.id, 0.0, None, None)
+    timeline = Timeline(record)
+    record.start_s = server_time(ServerClock.now())
+    state = _StreamState(spec.api)
+    try:
+        async with asyncio.timeout(spec.request_deadline_s):
+            async with client.stream("POST", path, json=body) as response:
+                if response.status_code != 200:
+                    text = (await response.aread()).decode(errors="replace")[:300]
+                    raise BenchmarkError(f"HTTP {response.status_code}: {text}")
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    if state.add(json.loads(data)):
+                        timeline.points.append((server_time(ServerClock.now()), state.tokens))
+        state.complete(record)
+    except TimeoutError:
+        record.error = deadline_error(spec)
+    except (httpx.HTTPError, BenchmarkError, json.JSONDecodeError) as exc:
+        record.error = f"{type(exc).__name__}: {exc}"
+    if record.error is None:
+        record.end_s = server_time(ServerClock.now())
+        timeline.points = state.rescale(timeline.points)
+        record.first_token_s = timeline.points[0][0] if timeline.points else None
+    return timeline
+
+
+class _StreamState:
+    """What one stream said so far, for chat chunks and /generate chunks alike."""
+
+    def __init__(self, api: str):
+        self.api = api
+        self.tokens = 0  # cumulative, exact when the server reports it, else chunks so far
+        self.exact = False
+        self.chunks = 0
+        self.usage: dict[str, Any] = {}
+        self.meta: dict[str, Any] = {}
+        self.finish_reason: str | None = None
+        self.answered = False  # content after the reasoning arrived
+
+    def add(self, chunk: dict[str, Any]) -> bool:
+        """Record a chunk; True if it carried new tokens."""
+        if self.api == "generate":
+            self.meta = chunk.get("meta_info") or {}
+            reported = int(self.meta.get("completion_tokens") or 0)
+            reason = self.meta.get("finish_reason")
+            if isinstance(reason, dict):
+                self.finish_reason = reason.get("type")
+            self.exact = True
+            new = reported > self.tokens
+            self.tokens = max(self.tokens, reported)
+            self.chunks += int(new)
+            return new
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        if chunk.get("sglext"):
+            self.meta = (chunk["sglext"] or {}).get("spec_tokens_details") or {}
+        new = False
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self.answered = True
+            if delta.get("content") or delta.get("reasoning_content"):
+                new = True
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        if new:
+            self.chunks += 1
+            if chunk.get("usage"):  # continuous usage: exact cumulative count per chunk
+                self.exact = True
+                self.tokens = int(chunk["usage"].get("completion_tokens") or self.tokens + 1)
+            else:
+                self.tokens += 1  # rescaled to the true total at the end
+        return new
+
+    def complete(self, record: RequestRecord) -> None:
+        """Fill the record from the final usage / meta_info; raise if tokens cannot be counted."""
+        source = self.meta if self.api == "generate" else self.usage
+        if not source:
+            raise BenchmarkError("the stream carried no usage; cannot count tokens")
+        details = source.get("completion_tokens_details") or {}
+        record.prompt_tokens = source.get("prompt_tokens")
+        record.completion_tokens = source.get("completion_tokens")
+        record.reasoning_tokens = source.get("reasoning_tokens") or details.get("reasoning_tokens")
+        record.finish_reason = self.finish_reason
+        record.chunks = self.chunks
+        if self.api == "chat":
+            record.reasoning_ended = self.answered
+        elif record.reasoning_tokens is not None and record.completion_tokens:
+            record.reasoning_ended = record.reasoning_tokens < record.completion_tokens
+        verify = self.meta.get("spec_verify_ct")
+        if verify:
+            record.verify_ct = int(verify)
+            record.accepted_tokens = self.meta.get("spec_num_correct_drafts")
+
+    def rescale(self, points: list[tuple[float, int]]) -> list[tuple[float, int]]:
+        """Without per-chunk counts, spread the reported total evenly over the chunks."""
+        total = int(
+            (self.meta if self.api == "generate" else self.usage).get("completion_tokens") or 0
+        )
+        if self.exact or not points or not total:
+            return points
+        return [(t, math.ceil(total * n / self.chunks)) for t, n in points]

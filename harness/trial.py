@@ -1,0 +1,222 @@
+"""One trial, as a recipe: check drafter -> build command -> start -> wait ready -> read effective
+args -> warm up -> [flush -> measure run] x N -> aggregate -> record.
+
+`run_trial` reads as those steps, one call each. It needs no Hydra, Optuna or MLflow: a TrialSpec
+in, a TrialResult out. The trial folder is the record of truth: command.sh, server.log,
+requests.jsonl and result.json are on disk before anything goes to MLflow (the sweep writes
+config.yaml and provenance.json beside them), so analysis and resume work even without it. The
+server is stopped in every case, and what was measured before a failure is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.bench import Benchmark, BenchmarkResult
+from harness.clock import ServerClock
+from harness.command import ServerCommand, build_server_command
+from harness.drafter_gate import check_drafter
+from harness.errors import ServerCrashed, ServerOOM, ServerStartTimeout
+from harness.redact import recorded_argv, recorded_shell
+from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
+from harness.server import Server
+from harness.spec import TrialSpec
+
+log = logging.getLogger(__name__)
+BYPASSED_ACCEPT_LEN = 1.05  # at or below, the drafter contributes (almost) nothing
+# What /server_info reports that is recorded as effective.<name> (both SGLang versions' names):
+# the searched values first, then what the server may change on its own.
+EFFECTIVE_KEYS = (
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "mem_fraction_static",
+    "hicache_size",
+    "speculative_algorithm",
+    "max_running_requests",
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs",
+    "disable_overlap_schedule",
+    "max_total_num_tokens",
+    "tp_size",
+    "cuda_visible_devices",
+)
+
+
+class Reporter(Protocol):
+    def server_starting(self, spec: TrialSpec) -> None: ...
+    def server_ready(self, startup_s: float, effective: dict[str, Any]) -> None: ...
+    def run_done(self, summary: RunSummary, total_runs: int) -> None: ...
+    def request_done(self, record: RequestRecord, done: int, total: int, tokens: int) -> None: ...
+
+
+class SilentReporter:
+    def server_starting(self, spec: TrialSpec) -> None:
+        pass
+
+    def server_ready(self, startup_s: float, effective: dict[str, Any]) -> None:
+        pass
+
+    def run_done(self, summary: RunSummary, total_runs: int) -> None:
+        pass
+
+    def request_done(self, record: RequestRecord, done: int, total: int, tokens: int) -> None:
+        pass
+
+
+def effective_params(info: dict[str, Any]) -> dict[str, Any]:
+    effective = {k: info[k] for k in EFFECTIVE_KEYS if k in info}
+    if info.get("enable_hierarchical_cache") is False:
+        effective["hicache_size"] = 0
+    return effective
+
+
+def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -> TrialResult:
+    """One configuration end to end; the result is also written to `folder`/result.json.
+
+    Raises ConfigError before anything is launched when the drafter or a flag would fail; every
+    later failure is the result's outcome (oom, timeout, crash, error), never an exception,
+    except an interruption (recorded, then re-raised)."""
+    reporter = reporter or SilentReporter()
+    check_drafter(spec)  # a broken drafter costs seconds here, a model load later
+    command = build_server_command(spec.server, spec.engine)  # pure: argv, env, headers
+    result = _open_record(spec, command, folder)  # command.sh now, result.json at the end
+    server = _server(spec, command, folder)
+    bench: Benchmark | None = None
+    started = time.monotonic()
+    try:
+        with server:  # start: its own process group, its log in server.log
+            reporter.server_starting(spec)
+            ready_wall_s = server.wait_ready()  # log line + /health_generate, process alive
+            clock = _read_effective_args(server, result, ready_wall_s)
+            reporter.server_ready(result.startup_s, result.effective)
+            bench = _benchmark(spec, server, clock, reporter)
+            with bench:
+                bench.warm_up()  # recorded, kept out of the measurements
+                for run in bench.schedule():  # repeats: replaced, adaptive, stopped early
+                    bench.flush()  # no run reuses another's cache or counters
+                    reporter.run_done(bench.measure(run), spec.benchmark.runs)
+                measured = bench.result()  # aggregate: means and intervals over the runs
+        _judge(result, measured, spec)
+    except ServerOOM as exc:
+        _fail(result, Outcome.OOM, exc)
+    except ServerStartTimeout as exc:
+        _fail(result, Outcome.TIMEOUT, exc)
+    except ServerCrashed as exc:
+        _fail(result, Outcome.CRASH, exc)
+    except KeyboardInterrupt:
+        result.outcome, result.error = Outcome.INTERRUPTED, "interrupted by the user"
+        raise
+    finally:
+        _record(result, server, bench, folder, started)
+    return result
+
+
+def _open_record(spec: TrialSpec, command: ServerCommand, folder: Path) -> TrialResult:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "command.sh").write_text("#!/usr/bin/env bash\n" + recorded_shell(command) + "\n")
+    return TrialResult(
+        name=spec.name,
+        role=spec.role,
+        outcome=Outcome.OK,
+        engine=spec.engine.name,
+        simulated=spec.engine.simulated,
+        clock_scale=1.0,
+        params=dict(spec.params),
+        command=recorded_argv(command.argv),  # the --api-key value as $SGLANG_API_KEY
+        folder=str(folder),
+        number=spec.number,
+        gpus=command.env.get("CUDA_VISIBLE_DEVICES"),
+    )
+
+
+def _server(spec: TrialSpec, command: ServerCommand, folder: Path) -> Server:
+    return Server(
+        command,
+        folder / "server.log",
+        ready_timeout_s=spec.engine.ready_timeout_s,
+        stop_grace_s=spec.engine.stop_grace_s,
+        gpu_release_timeout_s=spec.engine.gpu_release_timeout_s,
+        mem_fraction_static=spec.server.mem_fraction_static,
+        pid_file=spec.pid_file,
+    )
+
+
+def _read_effective_args(server: Server, result: TrialResult, ready_wall_s: float) -> ServerClock:
+    """What the server says it runs (it may have changed what was asked), and its clock."""
+    info = server.server_info()
+    clock = ServerClock.from_server_info(info)
+    result.clock_scale = clock.scale
+    result.startup_s = clock.seconds(ready_wall_s)
+    result.effective = effective_params(info)
+    return clock
+
+
+def _benchmark(
+    spec: TrialSpec, server: Server, clock: ServerClock, reporter: Reporter
+) -> Benchmark:
+    return Benchmark(
+        server.command.base_url,
+        spec.benchmark,
+        clock,
+        speculative=spec.server.speculative,
+        on_request=reporter.request_done,
+        server_log=server.log_path,
+        check_server=lambda: server.raise_if_exited(during="the benchmark"),
+        early_stop=spec.early_stop,
+        headers=dict(server.command.headers),
+    )
+
+
+def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> None:
+    """The outcome and warnings the measurements themselves call for."""
+    result.metrics, result.runs = measured.metrics, measured.runs
+    if measured.stopped_early:
+        assert spec.early_stop is not None
+        result.outcome = Outcome.PRUNED  # keeps what it measured
+        result.error = (
+            f"stopped after {len(measured.runs)} runs: its 95% upper bound is below the "
+            f"best trial's lower bound ({spec.early_stop.below:.1f})"
+        )
+    elif "tok_s" not in result.metrics:
+        errors = [r.error for r in measured.records if r.error]
+        result.outcome = Outcome.ERROR
+        result.error = "no request completed" + (f": {errors[0]}" if errors else "")
+    if any(r.incomplete for r in result.runs):
+        result.warnings.append("stalled_requests")
+    accept = result.metrics.get("accept_len")
+    if spec.server.speculative and accept is not None and accept <= BYPASSED_ACCEPT_LEN:
+        # Every draft rejected: the seeds' EAGLE-vs-EAGLE3 failure, or a broken drafter.
+        result.warnings.append("drafter_bypassed")
+
+
+def _record(
+    result: TrialResult, server: Server, bench: Benchmark | None, folder: Path, started: float
+) -> None:
+    """The server's timings, the requests and the result on disk, whatever happened."""
+    result.detect_s = server.detect_s
+    result.teardown_s = server.teardown_s
+    if server.launched_at is not None and server.gone_at is not None:
+        result.server_window = [server.launched_at, server.gone_at]
+    if server.ready_wall_s is not None:
+        result.startup_wall_s = server.ready_wall_s
+    elif server.proc is not None and result.outcome is not Outcome.OK:
+        result.startup_wall_s = time.monotonic() - started - (server.teardown_s or 0)
+    if bench is not None:
+        write_requests(folder / "requests.jsonl", bench.records)
+        if result.outcome is not Outcome.OK and bench.run_summaries:
+            result.runs = bench.run_summaries  # partial results are kept
+            result.metrics = bench.metrics()
+    result.wall_s = time.monotonic() - started
+    result.write(folder)
+
+
+def _fail(result: TrialResult, outcome: Outcome, exc: Exception) -> None:
+    result.outcome = outcome
+    result.error = str(exc)
+    result.log_excerpt = getattr(exc, "log_excerpt", None)
+    result.oom_kind = getattr(exc, "kind", None)
+    log.info("trial %s: %s: %s", result.name, outcome, exc)
