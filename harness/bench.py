@@ -36,6 +36,7 @@ from harness.metrics import (
 )
 from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
+from harness.sglang import SERVER_INFO_PATHS
 from harness.stats import summarize
 
 log = logging.getLogger(__name__)
@@ -337,9 +338,10 @@ class Benchmark:
         self, client, flushed: bool
     ) -> tuple[float | None, str | None]:
         try:
-            response = await client.get("/server_info")
-            if response.status_code == 404:
-                response = await client.get("/get_server_info")
+            for path in SERVER_INFO_PATHS:  # the current path first, then the 0.5.1 one
+                response = await client.get(path)
+                if response.status_code != 404:
+                    break
             info = response.json()
         except (httpx.HTTPError, json.JSONDecodeError) as exc:
             log.warning("could not read accept length: %s", exc)
@@ -399,7 +401,7 @@ class Benchmark:
             "chat_template_kwargs": {"thinking": self.spec.thinking},
         }
         if self.speculative:
-            body["return_spec_tokens_details"] = True  # SGLang 0.5.23: per-request accept length
+            body["return_spec_tokens_details"] = True  # current SGLang: per-request accept length
         if self.spec.ignore_eos:
             body["ignore_eos"] = True
         return "/v1/chat/completions", body
