@@ -230,6 +230,14 @@ def forced_draft_tokens(steps: int | None, topk: int | None) -> int | None:
     return None
 
 
+def captured_graph_max_bs(max_bs: int | None, max_running: int | None) -> int | None:
+    """The largest CUDA-graph batch SGLang captures: graphs are captured only up to what the
+    request pool holds (`req_to_token_pool.size`, about max_running_requests). None: unknown."""
+    if max_bs is None or max_running is None:
+        return max_bs
+    return min(max_bs, max_running)
+
+
 def draft_tree_capacity(steps: int, topk: int) -> int:
     """The most draft tokens a tree of `steps` levels and `topk` branches holds (SGLang does not
     check it; its bench_speculative.py skips configurations above it)."""

@@ -28,7 +28,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.results import Outcome, TrialResult
 from harness.server import pid_alive
-from harness.sglang import SPEC_MAX_RUNNING_REQUESTS, canonical_algorithm, forced_draft_tokens
+from harness.sglang import (
+    SPEC_MAX_RUNNING_REQUESTS,
+    canonical_algorithm,
+    captured_graph_max_bs,
+    forced_draft_tokens,
+)
 from harness.spec import ServerSpec
 
 KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
@@ -75,9 +80,7 @@ def candidate_for(server: ServerSpec, context: str) -> Candidate:
     max_running = server.max_running_requests
     if max_running is None and algorithm is not None:
         max_running = SPEC_MAX_RUNNING_REQUESTS  # SGLang's reset with speculation
-    graph_bs = server.cuda_graph_max_bs
-    if graph_bs is not None and max_running is not None:
-        graph_bs = min(graph_bs, max_running)  # graphs are captured up to the request pool
+    graph_bs = captured_graph_max_bs(server.cuda_graph_max_bs, max_running)
     return Candidate(
         context=context,
         drafter=server.speculative_draft_model_path,

@@ -21,6 +21,7 @@ from harness.sglang import (
     VERSIONS,
     Surface,
     canonical_algorithm,
+    captured_graph_max_bs,
     forced_draft_tokens,
     surface,
 )
@@ -263,8 +264,7 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
         )
     if args["enable_hierarchical_cache"] and args["hicache_ratio"] is None:
         args["hicache_ratio"] = 2.0
-    # Graphs are captured only up to what the request pool can hold.
-    args["cuda_graph_max_bs_decode"] = min(
+    args["cuda_graph_max_bs_decode"] = captured_graph_max_bs(
         args["cuda_graph_max_bs_decode"], args["max_running_requests"]
     )
     return out
@@ -297,7 +297,7 @@ def _resolve_0_5_1(
         args["mem_fraction_static"] = _auto_mem_fraction_0_5_1(
             gpu_mib, args["tp_size"], algo is not None
         )
-    args["cuda_graph_max_bs_decode"] = min(
+    args["cuda_graph_max_bs_decode"] = captured_graph_max_bs(
         args["cuda_graph_max_bs_decode"], args["max_running_requests"]
     )
     return out

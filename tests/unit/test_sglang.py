@@ -10,6 +10,7 @@ from harness.sglang import (
     SERVER_INFO_PATHS,
     VERSIONS,
     canonical_algorithm,
+    captured_graph_max_bs,
     draft_tree_capacity,
     forced_draft_tokens,
     surface,
@@ -23,6 +24,14 @@ from harness.sim.cli import build_parser
 )
 def test_topk_one_forces_draft_tokens_to_steps_plus_one(steps, topk, forced):
     assert forced_draft_tokens(steps, topk) == forced
+
+
+@pytest.mark.parametrize(
+    ("max_bs", "max_running", "captured"),
+    [(256, 48, 48), (16, 48, 16), (None, 48, None), (32, None, 32)],
+)
+def test_graphs_are_captured_up_to_the_request_pool(max_bs, max_running, captured):
+    assert captured_graph_max_bs(max_bs, max_running) == captured
 
 
 def test_the_tree_holds_topk_times_steps_plus_one():
