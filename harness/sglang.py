@@ -32,7 +32,7 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 SPEC_MAX_RUNNING_REQUESTS = 48
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one instance per version, compared (and hashed) by identity
 class Surface:
     """One SGLang version's command line, HTTP surface and start-up adjustments."""
 
@@ -61,6 +61,7 @@ class Surface:
     legacy: bool  # the 0.5.1-era formats (logs, metrics, per-request fields)
 
     def has(self, flag: str) -> bool:
+        """False for a flag known not to exist in this surface."""
         return flag not in self.absent
 
     @property
@@ -82,7 +83,9 @@ class Surface:
         """The flag a ServerSpec field becomes (`tp_size` -> `--tp-size`)."""
         return self.flag_names.get(field, "--" + field.replace("_", "-"))
 
-    def default_speculative_params(self, architecture: str, algorithm: str) -> tuple[int, ...]:
+    def default_speculative_params(
+        self, architecture: str, algorithm: str
+    ) -> tuple[int, int, int]:
         """(num_steps, topk, draft_tokens) when none of the three is given."""
         if algorithm == "STANDALONE":
             return 3, 1, 4
