@@ -19,6 +19,7 @@ import httpx
 
 from harness.logs import parse_decode_line
 from harness.metrics import Timeline, accept_from_counters, accept_from_requests, prometheus_values
+from harness.sglang import SERVER_INFO_PATHS
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,10 @@ async def accept_from_server_info(
     client: httpx.AsyncClient, flushed: bool
 ) -> tuple[float | None, str | None]:
     try:
-        response = await client.get("/server_info")
-        if response.status_code == 404:
-            response = await client.get("/get_server_info")
+        for path in SERVER_INFO_PATHS:  # the current path first, then the 0.5.1 one
+            response = await client.get(path)
+            if response.status_code != 404:
+                break
         info = response.json()
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
         log.warning("could not read accept length: %s", exc)

@@ -1,7 +1,8 @@
 """Config dataclasses -> SGLang argv + environment + request headers. Pure: no I/O, no clock.
 
 Flags are derived mechanically from `ServerSpec` field names (`tp_size` -> `--tp-size`);
-the few that differ between SGLang versions are listed in `_RENAMED` and `_SPECIAL`.
+the few that differ between SGLang versions come from `harness.sglang` (`Surface.flag_names`,
+`Surface.per_phase_cuda_graph`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field, fields
 
 from harness.errors import ConfigError
 from harness.flags import version_problems
+from harness.sglang import CURRENT, surface
 from harness.spec import EngineSpec, ServerSpec
 
 # ServerSpec fields that are not SGLang flags (handled below or not flags at all).
@@ -20,12 +22,6 @@ _NOT_FLAGS = {"extra_args", "env", "disable_cuda_graph", "cuda_graph_max_bs", "h
 # SGLang's own defaults: leaving them out keeps the exported launch command readable.
 _OMIT_WHEN_DEFAULT = {"decode_log_interval": 40}
 _MISSING = object()
-
-# Same meaning, different flag name per version.
-_RENAMED = {
-    "0.5.23": {"cuda_graph_max_bs": "--cuda-graph-max-bs-decode"},
-    "0.5.1": {"cuda_graph_max_bs": "--cuda-graph-max-bs"},
-}
 
 
 @dataclass(frozen=True)
@@ -50,13 +46,9 @@ def engine_program(program: Sequence[str]) -> tuple[str, ...]:
     return (sys.executable if head == "python" else head, *rest)
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def server_flags(spec: ServerSpec, sglang_version: str = "0.5.23") -> list[str]:
+def server_flags(spec: ServerSpec, sglang_version: str = CURRENT) -> list[str]:
     """The SGLang flags for `spec`, in a stable order (the order of ServerSpec's fields)."""
-    renamed = _RENAMED[sglang_version]
+    facts = surface(sglang_version)
     argv: list[str] = []
     for f in fields(spec):
         value = getattr(spec, f.name)
@@ -64,20 +56,20 @@ def server_flags(spec: ServerSpec, sglang_version: str = "0.5.23") -> list[str]:
             continue
         if _OMIT_WHEN_DEFAULT.get(f.name, _MISSING) == value:
             continue
-        argv.append(renamed.get(f.name, _flag(f.name)))
+        argv.append(facts.flag_for(f.name))
         if value is not True:
             argv.append(str(value))
     if spec.hicache_size > 0:
         argv += ["--enable-hierarchical-cache", "--hicache-size", str(spec.hicache_size)]
     if spec.cuda_graph_max_bs is not None:
-        argv += [renamed["cuda_graph_max_bs"], str(spec.cuda_graph_max_bs)]
+        argv += [facts.flag_for("cuda_graph_max_bs"), str(spec.cuda_graph_max_bs)]
     if spec.disable_cuda_graph:
-        if sglang_version == "0.5.1":
-            argv.append("--disable-cuda-graph")
-        else:
-            # 0.5.23 deprecates --disable-cuda-graph in favour of per-phase backends.
+        if facts.per_phase_cuda_graph:
+            # The current surface deprecates --disable-cuda-graph in favour of per-phase backends.
             argv += ["--cuda-graph-backend-decode", "disabled"]
             argv += ["--cuda-graph-backend-prefill", "disabled"]
+        else:
+            argv.append("--disable-cuda-graph")
     argv += list(spec.extra_args)
     return argv
 

@@ -1,18 +1,20 @@
 """Which SGLang flag surface to speak, and catching a wrong flag before a launch does.
 
-SGLang renamed flags between 0.5.1 and 0.5.23 (`--cuda-graph-max-bs` became
-`--cuda-graph-max-bs-decode`; `/get_server_info` became `/server_info`), and a flag from the
-other era costs a model load to find out: the server exits 2 with "unrecognized arguments" or
-"ambiguous option". Three checks, cheapest first:
+SGLang renamed flags between its 0.5.1 and current surfaces (`--cuda-graph-max-bs` became
+`--cuda-graph-max-bs-decode`; `/get_server_info` became `/server_info`; the facts are in
+`harness.sglang`), and a flag from the other era costs a model load to find out: the server exits
+2 with "unrecognized arguments" or "ambiguous option". Three checks, cheapest first:
 
 - `version_problems`: the flags and values known to differ between the two surfaces (pure);
-- the simulator's own parser for that surface (`harness.sim.cli`), in-process;
+- the simulator's own parser for that surface, for engine=sim (`sweep.launch_check`: the harness
+  only launches the simulator, it never imports it);
 - SGLang's own parser (`ServerArgs.add_cli_args`) in the engine's Python when SGLang is
   importable there (`PARSE_WITH_SGLANG`, also what `make compat` runs).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -20,68 +22,25 @@ import subprocess
 from pathlib import Path
 
 from harness.errors import ConfigError
+from harness.sglang import CURRENT, LEGACY, surface
 
-SURFACES = ("0.5.23", "0.5.1")
 
-# Flags that do not exist in a surface -> what to use there instead (None: nothing).
-_ABSENT: dict[str, dict[str, str | None]] = {
-    "0.5.23": {
-        "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
-        "--cuda-graph-bs": "--cuda-graph-bs-decode",
-    },
-    "0.5.1": {
-        "--cuda-graph-max-bs-decode": "--cuda-graph-max-bs",
-        "--cuda-graph-max-bs-prefill": None,
-        "--cuda-graph-bs-decode": "--cuda-graph-bs",
-        "--cuda-graph-bs-prefill": None,
-        "--cuda-graph-backend-decode": "--disable-cuda-graph",
-        "--cuda-graph-backend-prefill": "--disable-cuda-graph",
-        "--speculative-draft-model-revision": None,
-        "--enable-hicache": "--enable-hierarchical-cache",
-    },
-}
-# Values a surface's parser (or its start-up validation) rejects.
-CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
-    "0.5.23": {
-        "--speculative-algorithm": (
-            "EAGLE",
-            "EAGLE3",
-            "NEXTN",
-            "STANDALONE",
-            "NGRAM",
-            "DFLASH",
-            "DSPARK",
-            "UNO",
-        ),
-    },
-    "0.5.1": {
-        "--speculative-algorithm": ("EAGLE", "EAGLE3", "NEXTN"),
-        "--reasoning-parser": (
-            "deepseek-r1",
-            "deepseek-v3",
-            "glm45",
-            "gpt-oss",
-            "kimi",
-            "qwen3",
-            "qwen3-thinking",
-            "step3",
-        ),
-    },
-}
+def _release_numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
 def surface_of(version: str) -> str:
     """The flag surface an installed SGLang version speaks ("0.5.1.post3" -> "0.5.1")."""
-    numbers = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+    numbers = _release_numbers(version)
     if len(numbers) < 3:
-        raise ConfigError(f"cannot read SGLang version {version!r}; expected e.g. 0.5.23.")
-    if numbers[:3] < (0, 5, 2):
-        return "0.5.1"
-    if numbers[:3] >= (0, 5, 23):
-        return "0.5.23"
+        raise ConfigError(f"cannot read SGLang version {version!r}; expected e.g. {CURRENT}.")
+    if numbers < (0, 5, 2):  # the 0.5.1 line and older
+        return LEGACY
+    if numbers >= _release_numbers(CURRENT):
+        return CURRENT
     raise ConfigError(
-        f"SGLang {version} sits between the two flag surfaces specsweep knows (0.5.1 and "
-        "0.5.23), whose flag names and log formats differ. Install one of those, or set "
+        f"SGLang {version} sits between the two flag surfaces specsweep knows ({LEGACY} and "
+        f"{CURRENT}), whose flag names and log formats differ. Install one of those, or set "
         "engine.sglang_version to the closer one and run `make compat`-style checks first."
     )
 
@@ -110,6 +69,17 @@ def installed_sglang_version(python: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+@functools.lru_cache(maxsize=8)
+def detected_surface(program: tuple[str, ...]) -> str:
+    """engine.sglang_version unset: the flag surface of the SGLang the engine's Python has.
+
+    Without a readable SGLang it is the current surface; preflight's engine check then fails with
+    what to install, before anything launches."""
+    python = engine_python(program)
+    version = installed_sglang_version(python) if python else None
+    return surface_of(version) if version else CURRENT
+
+
 def _flag_values(argv: list[str]) -> list[tuple[str, str | None]]:
     out = []
     for i, part in enumerate(argv):
@@ -123,37 +93,23 @@ def _flag_values(argv: list[str]) -> list[tuple[str, str | None]]:
     return out
 
 
-def version_problems(flags: list[str], surface: str) -> list[str]:
-    """What in `flags` (SGLang flags, no program) the `surface` would reject, with the fix."""
+def version_problems(flags: list[str], version: str) -> list[str]:
+    """What in `flags` (SGLang flags, no program) the `version` surface would reject, with the
+    fix (the facts are `harness.sglang`'s)."""
+    facts = surface(version)
     problems = []
     for name, value in _flag_values(flags):
-        if name in _ABSENT[surface]:
-            instead = _ABSENT[surface][name]
+        if not facts.has(name):
+            instead = facts.absent[name]
             fix = f"use {instead}" if instead else "drop it"
-            problems.append(f"{name} does not exist in SGLang {surface}: {fix}.")
-        choices = CHOICES[surface].get(name)
+            problems.append(f"{name} does not exist in SGLang {version}: {fix}.")
+        choices = facts.choices.get(name)
         if choices and value is not None and value.upper() not in (c.upper() for c in choices):
             problems.append(
-                f"{name} {value} is not accepted by SGLang {surface}: use one of "
+                f"{name} {value} is not accepted by SGLang {version}: use one of "
                 f"{', '.join(choices)}."
             )
     return problems
-
-
-def sim_parser_problems(flags: list[str], surface: str) -> list[str]:
-    """Parse with the simulator's copy of the surface's argparse (what engine=sim will run)."""
-    import contextlib
-    import io
-
-    from harness.sim.cli import build_parser
-
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr):
-        try:
-            build_parser(surface).parse_args([*flags, "--sim-sglang-version", surface])
-        except SystemExit:
-            return [stderr.getvalue().strip().splitlines()[-1]]
-    return []
 
 
 # Runs in the engine's own Python: argv lists as JSON on stdin, one error (or null) per argv.

@@ -1,7 +1,7 @@
-"""SGLang log-line parsing and failure classification (0.5.23 and 0.5.1 formats).
+"""SGLang log-line parsing and failure classification (the current and the 0.5.1 formats).
 
 Formats are in shared/reference/sglang.md §4-5. SGLang's own decode-line regex expects a trailing
-comma that 0.5.23 no longer prints, so these patterns accept both.
+comma that the current surface no longer prints, so these patterns accept both.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import re
 from dataclasses import dataclass
 
 from harness.results import Outcome
-
-READY_LINE = "The server is fired up and ready to roll!"
+from harness.sglang import READY_LINE
 
 # Texts that mean memory ran out, at start-up or later (GPU or host).
 _OOM_PATTERNS = (

@@ -46,6 +46,7 @@ from harness.procs import (
 )
 from harness.redact import recorded_argv, recorded_shell, redact_text, secret_values
 from harness.results import Outcome
+from harness.sglang import SERVER_INFO_PATHS
 
 log = logging.getLogger(__name__)
 # A server still alive this long after printing a fatal line is half-killed: treat it as dead.
@@ -254,17 +255,18 @@ class Server:
         raise ServerCrashed(message, log_excerpt=excerpt(text), returncode=rc)
 
     def server_info(self) -> dict[str, Any]:
-        """Effective arguments and state: /server_info (0.5.23), else /get_server_info (0.5.1)."""
+        """Effective arguments and state: /server_info (current SGLang), else /get_server_info
+        (0.5.1), as `harness.sglang.SERVER_INFO_PATHS` lists them."""
         with httpx.Client(
             base_url=self.command.base_url, timeout=30.0, headers=self.command.headers
         ) as client:
-            for path in ("/server_info", "/get_server_info"):
+            for path in SERVER_INFO_PATHS:
                 response = client.get(path)
                 if response.status_code == 404:
                     continue
                 response.raise_for_status()
                 return response.json()
-        raise ServerError("server answers neither /server_info nor /get_server_info")
+        raise ServerError(f"server answers neither {' nor '.join(SERVER_INFO_PATHS)}")
 
     def stop(self) -> int | None:
         """Idempotent hard stop of the whole process group; returns the leader's return code."""

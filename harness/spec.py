@@ -14,11 +14,11 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.results import RunSummary
+from harness.sglang import CURRENT, EAGLE_FAMILY, VERSIONS
 from harness.stats import summarize
 
 ENGINES = ("sim", "sglang")
-SGLANG_VERSIONS = ("0.5.23", "0.5.1")
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+SGLANG_VERSIONS = VERSIONS  # the SGLang surfaces specsweep speaks (harness.sglang)
 
 
 def _check(condition: bool, message: str) -> None:
@@ -39,7 +39,7 @@ def _check_range(name: str, value: float | None, low: float, high: float, hint: 
 class EngineSpec:
     name: str  # "sim" or "sglang"
     program: tuple[str, ...]  # argv prefix, e.g. (python, -m, sglang.launch_server)
-    sglang_version: str = "0.5.23"  # which flag/log surface to speak
+    sglang_version: str = CURRENT  # which flag/log surface to speak (harness.sglang)
     ready_timeout_s: float = 1800.0  # wall seconds
     stop_grace_s: float = 30.0  # wall seconds between SIGTERM and SIGKILL
     gpu_release_timeout_s: float = 60.0  # wall seconds for a stopped tree's GPU memory (NVML)

@@ -22,8 +22,11 @@ from omegaconf import DictConfig
 
 from harness.command import server_flags
 from harness.errors import ConfigError
-from harness.flags import parse_with_sglang, sim_parser_problems
+from harness.flags import parse_with_sglang
+from harness.sglang import CURRENT, VERSIONS
+from harness.sim.cli import build_parser
 from sweep.config import build_trial_spec
+from sweep.launch_check import sim_parser_problems
 from sweep.schema import register as register_schema
 from sweep.space import SearchSpace
 
@@ -50,7 +53,7 @@ def _space_points(space: SearchSpace, seed: int) -> Iterator[dict]:
         yield space.suggest(study.ask())
 
 
-def shipped_commands(version: str = "0.5.23") -> list[tuple[str, list[str]]]:
+def shipped_commands(version: str = CURRENT) -> list[tuple[str, list[str]]]:
     """(label, SGLang flags) for every shipped configuration, de-duplicated."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     seen: dict[tuple[str, ...], str] = {}
@@ -97,13 +100,11 @@ def _add(seen: dict, label: str, cfg: DictConfig) -> None:
 
 def _given_dests(flags: list[str], version: str) -> dict[str, str]:
     """flag -> argparse dest, for the flags actually given (as the simulator's parser maps them)."""
-    from harness.sim.cli import build_parser
-
     actions = build_parser(version)._option_string_actions
     return {f: actions[f].dest for f in flags if f.startswith("--") and f in actions}
 
 
-def check(python: str, version: str = "0.5.23") -> list[str]:
+def check(python: str, version: str = CURRENT) -> list[str]:
     commands = shipped_commands(version)
     results = parse_with_sglang(python, [flags for _, flags in commands], extra_path=str(STUBS))
     failures = []
@@ -115,8 +116,6 @@ def check(python: str, version: str = "0.5.23") -> list[str]:
         if sim:
             failures.append(f"the simulator refuses [{label}]: {sim[0]}")
             continue
-        from harness.sim.cli import build_parser
-
         ns = vars(build_parser(version).parse_args([*flags, "--sim-sglang-version", version]))
         for flag, dest in _given_dests(flags, version).items():
             theirs = result["args"].get(dest, "<missing>")
@@ -131,7 +130,7 @@ def check(python: str, version: str = "0.5.23") -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweep.compat", description=__doc__)
     parser.add_argument("--python", required=True, help="a Python with SGLang installed")
-    parser.add_argument("--sglang-version", default="0.5.23", choices=("0.5.23", "0.5.1"))
+    parser.add_argument("--sglang-version", default=CURRENT, choices=VERSIONS)
     parser.add_argument("--json", type=Path, help="write the commands and verdicts here")
     args = parser.parse_args(argv)
     failures = check(args.python, args.sglang_version)

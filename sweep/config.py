@@ -6,7 +6,6 @@ in the first second with a message that names it, never after a model has loaded
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -16,8 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.command import engine_program
 from harness.errors import ConfigError
-from harness.flags import engine_python, installed_sglang_version, surface_of
+from harness.flags import detected_surface
 from harness.prompts import load_prompts
+from harness.sglang import CURRENT
 from harness.spec import BenchmarkSpec, EarlyStop, EngineSpec, ServerSpec, TrialSpec
 
 SEARCHED = (
@@ -45,24 +45,13 @@ def _looks_local(path: str) -> bool:
     return path.startswith(("/", "./", "../", "~"))
 
 
-@functools.lru_cache(maxsize=8)
-def detected_surface(program: tuple[str, ...]) -> str:
-    """engine.sglang_version unset: the flag surface of the SGLang the engine's Python has.
-
-    Without a readable SGLang it is the current surface (0.5.23); preflight's engine check then
-    fails with what to install, before anything launches."""
-    python = engine_python(program)
-    version = installed_sglang_version(python) if python else None
-    return surface_of(version) if version else "0.5.23"
-
-
 def build_engine_spec(cfg: DictConfig) -> EngineSpec:
     engine = cfg.engine
     extra = list(engine.extra_args)
     version = engine.sglang_version
     if version is None:
         if engine.name == "sim":
-            version = "0.5.23"  # the simulator's default surface
+            version = CURRENT  # the simulator's default surface
         else:
             version = detected_surface(engine_program(engine.program))
     if engine.name == "sim":
@@ -257,31 +246,3 @@ def setup_key(cfg: DictConfig) -> str:
     parts["server"] = {k: v for k, v in server.items() if k not in SEARCHED and k != "port"}
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:10]
-
-
-def check_launch_flags(specs: list[TrialSpec]) -> None:
-    """Parse the launches a sweep will make with the parser that will run them, before any does:
-    the simulator's for engine=sim, SGLang's own when the engine's Python has SGLang."""
-    from harness.command import server_flags
-    from harness.flags import parse_with_sglang, sim_parser_problems, version_problems
-
-    problems: list[str] = []
-    for spec in specs:
-        flags = [*server_flags(spec.server, spec.engine.sglang_version), *spec.engine.extra_args]
-        problems += version_problems(flags, spec.engine.sglang_version)
-        if spec.engine.simulated:
-            problems += sim_parser_problems(flags, spec.engine.sglang_version)
-            continue
-        python = engine_python(engine_program(spec.engine.program))
-        if python is None or installed_sglang_version(python) is None:
-            continue  # preflight says SGLang is missing; the version table already ran
-        for result in parse_with_sglang(python, [flags]):
-            if result["error"]:
-                problems.append(result["error"])
-    if problems:
-        raise ConfigError(
-            "SGLang would refuse this launch: "
-            + " | ".join(dict.fromkeys(problems))
-            + " (Flags come from the server, model and drafter groups, server.extra_args and "
-            "engine.extra_args; engine.sglang_version picks the SGLang version to speak.)"
-        )

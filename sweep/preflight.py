@@ -25,6 +25,7 @@ from harness.errors import ConfigError
 from harness.flags import engine_python, installed_sglang_version, surface_of
 from harness.gpu import gpu_inventory, gpu_processes
 from harness.procs import leftover_pid, port_is_free
+from harness.sglang import CURRENT, LEGACY
 from sweep.space import SearchSpace
 from sweep.storage import ensure_schema, redact_url
 from sweep.tracking import resolve_sqlite_uri
@@ -84,7 +85,7 @@ def check_engine(cfg: DictConfig) -> Check:
     try:
         speaks = surface_of(version)
     except ConfigError as exc:
-        return Check("engine", "fail", str(exc), "install SGLang 0.5.23 (or 0.5.1.x)")
+        return Check("engine", "fail", str(exc), f"install SGLang {CURRENT} (or {LEGACY}.x)")
     if wanted is not None and speaks != wanted:
         return Check(
             "engine",

@@ -18,7 +18,7 @@ from omegaconf import MISSING
 class EngineConfig:
     name: str = MISSING  # sim | sglang
     program: List[str] = MISSING  # "python" means the harness's own interpreter
-    sglang_version: Optional[str] = None  # flag surface: 0.5.23 | 0.5.1; None: detect
+    sglang_version: Optional[str] = None  # flag surface (harness.sglang.VERSIONS); None: detect
     clock_scale: float = 1.0  # simulated seconds per wall second (sim only)
     ready_timeout_s: float = 1800.0  # wall seconds until the server must be ready
     stop_grace_s: float = 30.0

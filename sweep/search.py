@@ -28,10 +28,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.procs import pid_alive
 from harness.results import Outcome, TrialResult
+from harness.sglang import (
+    SPEC_MAX_RUNNING_REQUESTS,
+    canonical_algorithm,
+    captured_graph_max_bs,
+    forced_draft_tokens,
+)
 from harness.spec import ServerSpec
 
 KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
-DEFAULT_SPEC_MAX_RUNNING = 48  # SGLang resets max_running_requests to 48 with speculation
 
 
 @dataclass(frozen=True)
@@ -63,23 +68,19 @@ class Candidate:
 
 def candidate_for(server: ServerSpec, context: str) -> Candidate:
     """Apply SGLang's adjustments that are known without launching (reference/sglang.md §2)."""
-    algorithm = server.speculative_algorithm
-    if algorithm is not None:
-        algorithm = algorithm.upper()
-        algorithm = "EAGLE" if algorithm == "NEXTN" else algorithm
+    algorithm = canonical_algorithm(server.speculative_algorithm)
     steps, topk, draft = (
         server.speculative_num_steps,
         server.speculative_eagle_topk,
         server.speculative_num_draft_tokens,
     )
-    if topk == 1 and steps is not None:
-        draft = steps + 1  # SGLang forces it
+    forced = forced_draft_tokens(steps, topk)
+    if forced is not None:
+        draft = forced
     max_running = server.max_running_requests
     if max_running is None and algorithm is not None:
-        max_running = DEFAULT_SPEC_MAX_RUNNING
-    graph_bs = server.cuda_graph_max_bs
-    if graph_bs is not None and max_running is not None:
-        graph_bs = min(graph_bs, max_running)  # graphs are captured up to the request pool
+        max_running = SPEC_MAX_RUNNING_REQUESTS  # SGLang's reset with speculation
+    graph_bs = captured_graph_max_bs(server.cuda_graph_max_bs, max_running)
     return Candidate(
         context=context,
         drafter=server.speculative_draft_model_path,

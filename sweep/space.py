@@ -15,6 +15,7 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
+from harness.sglang import draft_tree_capacity, forced_draft_tokens
 from sweep.schema import ServerConfig
 
 _SERVER_KEYS = set(ServerConfig.__dataclass_fields__)
@@ -132,13 +133,14 @@ class SearchSpace:
                 values[name] = self.params[name].suggest(trial)
         if DRAFT in self.params:
             steps, topk = values[STEPS], values[TOPK]
-            if topk == 1:
-                values[DRAFT] = steps + 1  # SGLang would force this anyway
-                trial.set_user_attr(f"derived.{DRAFT}", steps + 1)
+            forced = forced_draft_tokens(steps, topk)
+            if forced is not None:
+                values[DRAFT] = forced  # SGLang would force this anyway
+                trial.set_user_attr(f"derived.{DRAFT}", forced)
             else:
                 # Sampled over the declared range (a fixed distribution, so the sampler can model
                 # it jointly with steps and topk), then held to what the tree can hold.
-                capacity = topk * steps + 1
+                capacity = draft_tree_capacity(steps, topk)
                 sampled = self.params[DRAFT].suggest(trial)
                 values[DRAFT] = max(2, min(sampled, capacity))
                 if values[DRAFT] != sampled:

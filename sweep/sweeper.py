@@ -25,8 +25,9 @@ from omegaconf.errors import InterpolationResolutionError
 
 from harness.errors import ConfigError, MachineNotReady, SpecsweepError
 from harness.results import Outcome, TrialResult
-from sweep.config import build_trial_spec, check_drafter, check_launch_flags, setup_key
+from sweep.config import build_trial_spec, check_drafter, setup_key
 from sweep.console import console
+from sweep.launch_check import check_launch_flags
 from sweep.search import Objective
 from sweep.slots import slot_count, worker_gpus
 from sweep.space import SearchSpace

@@ -1,9 +1,10 @@
 """SGLang's command line as the simulator accepts it, and SGLang's automatic adjustments.
 
-The parser mirrors SGLang 0.5.23's argparse surface for the flags a launch uses (shared/reference/
-sglang.md §1a): the same names, aliases and `allow_abbrev=True`, so an unknown flag fails with
-"unrecognized arguments" and the removed `--cuda-graph-max-bs` fails as an ambiguous prefix,
-both with exit status 2. `resolve` applies the adjustments of §2a with SGLang's warning texts.
+The parser mirrors SGLang's argparse surface for the flags a launch uses (shared/reference/
+sglang.md §1a, §1b), built from the version's facts in `harness.sglang`: the same names, aliases
+and `allow_abbrev=True`, so an unknown flag fails with "unrecognized arguments" and the removed
+`--cuda-graph-max-bs` fails as an ambiguous prefix, both with exit status 2. `resolve` applies
+the adjustments of §2 with SGLang's warning texts.
 """
 
 from __future__ import annotations
@@ -13,25 +14,25 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.flags import CHOICES
+from harness.sglang import (
+    CURRENT,
+    EAGLE_FAMILY,
+    SPEC_MAX_RUNNING_REQUESTS,
+    VERSIONS,
+    Surface,
+    canonical_algorithm,
+    captured_graph_max_bs,
+    forced_draft_tokens,
+    surface,
+)
 from harness.sim.profiles import DRAFTERS, HARDWARE, TARGETS
 
 log = logging.getLogger("sglang.srt.arg_groups")
 
-REASONING_PARSERS = [
-    "auto",
-    "deepseek-r1",
-    "deepseek-v3",
-    "glm45",
-    "gpt-oss",
-    "kimi",
-    "kimi_k2",
-    "minimax",
-    "qwen3",
-    "qwen3-thinking",
-    "step3",
-]
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+# The built-in algorithms the simulator models; SGLang's others (DFLASH, ...) it refuses as unknown.
+SPEC_ALGORITHMS = (*EAGLE_FAMILY, "NGRAM")
+# Without speculation SGLang sizes the request pool from memory; the simulator takes this.
+PLAIN_MAX_RUNNING_REQUESTS = 2048
 
 
 class _DeprecatedStoreTrue(argparse.Action):
@@ -46,21 +47,18 @@ class _DeprecatedStoreTrue(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
-REASONING_PARSERS_0_5_1 = list(CHOICES["0.5.1"]["--reasoning-parser"])  # SGLang facts
-VERSIONS = ("0.5.23", "0.5.1")
-
-
 def sglang_version_of(argv: list[str] | None) -> str:
     """The surface to speak, read before the real parser is built (its flags depend on it)."""
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--sim-sglang-version", choices=VERSIONS, default="0.5.23")
+    pre.add_argument("--sim-sglang-version", choices=VERSIONS, default=CURRENT)
     return pre.parse_known_args(argv)[0].sim_sglang_version
 
 
-def build_parser(version: str = "0.5.23") -> argparse.ArgumentParser:
-    """SGLang's parser for `version`: 0.5.23 (sglang serve) or 0.5.1.post3 (launch_server)."""
-    legacy = version == "0.5.1"
-    p = argparse.ArgumentParser(prog="launch_server.py" if legacy else "sglang serve")
+def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
+    """SGLang's parser for `version`: the current one (sglang serve) or 0.5.1.post3's
+    (launch_server), plus the simulator's own --sim-* flags."""
+    facts = surface(version)
+    p = argparse.ArgumentParser(prog=facts.prog)
     a = p.add_argument
     a("--model-path", "--model", dest="model_path", required=True)
     a("--tokenizer-path")
@@ -84,19 +82,11 @@ def build_parser(version: str = "0.5.23") -> argparse.ArgumentParser:
     a("--stream-interval", type=int, default=1)
     a("--disable-overlap-schedule", action="store_true")
     a("--num-continuous-decode-steps", type=int, default=1)  # no consumer in SGLang either
-    if legacy:
-        a("--enable-hierarchical-cache", action="store_true")
-        a("--hicache-ratio", type=float, default=2.0)
-    else:
-        a(
-            "--enable-hierarchical-cache",
-            "--enable-hicache",
-            dest="enable_hierarchical_cache",
-            action="store_true",
-        )
-        a("--hicache-ratio", type=float)
+    hicache = [f for f in ("--enable-hierarchical-cache", "--enable-hicache") if facts.has(f)]
+    a(*hicache, dest="enable_hierarchical_cache", action="store_true")
+    a("--hicache-ratio", type=float, default=facts.hicache_ratio_default)
     a("--hicache-size", type=int, default=0)
-    if legacy:
+    if not facts.per_phase_cuda_graph:
         a("--cuda-graph-max-bs", dest="cuda_graph_max_bs_decode", type=int)
         a("--cuda-graph-bs", dest="cuda_graph_bs_decode", type=int, nargs="+")
         a("--disable-cuda-graph", action="store_true")
@@ -109,8 +99,8 @@ def build_parser(version: str = "0.5.23") -> argparse.ArgumentParser:
         a("--cuda-graph-backend-prefill", choices=["full", "breakable", "disabled"], default="full")
         a("--disable-cuda-graph", action=_DeprecatedStoreTrue)
     a("--disable-custom-all-reduce", action="store_true")
-    if legacy:
-        a("--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN"])
+    if facts.algorithm_choices_at_parse:
+        a("--speculative-algorithm", choices=list(facts.speculative_algorithms))
     else:
         a("--speculative-algorithm")  # no choices at parse time: validated later
     a(
@@ -118,16 +108,13 @@ def build_parser(version: str = "0.5.23") -> argparse.ArgumentParser:
         "--speculative-draft-model",
         dest="speculative_draft_model_path",
     )
-    if not legacy:
+    if facts.has("--speculative-draft-model-revision"):
         a("--speculative-draft-model-revision")
     a("--speculative-num-steps", type=int)
     a("--speculative-eagle-topk", type=int)
     a("--speculative-num-draft-tokens", type=int)
     a("--speculative-token-map")
-    a(
-        "--reasoning-parser",
-        choices=REASONING_PARSERS_0_5_1 if legacy else REASONING_PARSERS,
-    )
+    a("--reasoning-parser", choices=list(facts.reasoning_parsers))
     a("--tool-call-parser")
     a("--enable-metrics", action="store_true")
     a("--log-level", default="info")
@@ -136,7 +123,7 @@ def build_parser(version: str = "0.5.23") -> argparse.ArgumentParser:
     sim.add_argument(
         "--sim-sglang-version",
         choices=VERSIONS,
-        default="0.5.23",
+        default=CURRENT,
         help="whose flags, adjustments, endpoints, log lines and metrics to speak",
     )
     sim.add_argument(
@@ -179,23 +166,8 @@ class Resolved:
     warnings: list[str] = field(default_factory=list)
 
 
-_AUTO_3_1_4_0_5_1 = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "GptOssForCausalLM")
-
-
-def _auto_speculative_params(
-    architecture: str, algorithm: str, version: str = "0.5.23"
-) -> tuple[int, int, int]:
-    if version == "0.5.1":  # everything else falls back to (5, 4, 8) there
-        return (3, 1, 4) if architecture in _AUTO_3_1_4_0_5_1 else (5, 4, 8)
-    if algorithm == "STANDALONE":
-        return 3, 1, 4
-    if architecture in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"):
-        return 5, 4, 8
-    return 3, 1, 4
-
-
 def _auto_mem_fraction(gpu_mib: float, tp: int, chunked: int, graph_max_bs: int) -> float:
-    """SGLang 0.5.23 memory_hook: reserve activations + graphs, at least 10 GiB on big GPUs."""
+    """Current SGLang's memory_hook: reserve activations + graphs, at least 10 GiB on big GPUs."""
     reserved = 512 + max(chunked, 2048) * 1.5 + tp / 8 * 1024 + graph_max_bs * 2 + 8 * 8
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
@@ -211,32 +183,43 @@ def _auto_mem_fraction_0_5_1(gpu_mib: float, tp: int, speculative: bool) -> floa
 
 
 def _speculative_params(
-    args: dict[str, Any], architecture: str, algo: str, version: str, warn
+    args: dict[str, Any], architecture: str, algo: str, facts: Surface, warn
 ) -> None:
     """Both versions: all three unset -> per-architecture defaults, a partial set -> a bare
     AssertionError, topk 1 -> draft tokens forced to steps + 1 (with SGLang's warning)."""
     if args["speculative_num_steps"] is None:
         assert args["speculative_eagle_topk"] is None
         assert args["speculative_num_draft_tokens"] is None
-        steps, topk, draft = _auto_speculative_params(architecture, algo, version)
+        steps, topk, draft = facts.default_speculative_params(architecture, algo)
         args["speculative_num_steps"] = steps
         args["speculative_eagle_topk"] = topk
         args["speculative_num_draft_tokens"] = draft
-    if (
-        args["speculative_eagle_topk"] == 1
-        and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1
-    ):
+    forced = forced_draft_tokens(args["speculative_num_steps"], args["speculative_eagle_topk"])
+    if forced is not None and args["speculative_num_draft_tokens"] != forced:
         warn(
             "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
             "speculative_eagle_topk == 1"
         )
-        args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+        args["speculative_num_draft_tokens"] = forced
+
+
+def _reset_max_running(args: dict[str, Any], facts: Surface, warn) -> None:
+    """Speculation with max_running_requests unset: SGLang's reset (silent in 0.5.1)."""
+    if args["max_running_requests"] is not None:
+        return
+    args["max_running_requests"] = SPEC_MAX_RUNNING_REQUESTS
+    if facts.warns_max_running_reset:
+        warn(
+            f"Max running requests is reset to {SPEC_MAX_RUNNING_REQUESTS} for speculative "
+            "decoding. You can override this by explicitly setting --max-running-requests."
+        )
 
 
 def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolved:
     """Apply SGLang's automatic adjustments. Raises AssertionError/ValueError as SGLang does."""
-    if getattr(ns, "sim_sglang_version", "0.5.23") == "0.5.1":
-        return _resolve_0_5_1(ns, architecture, gpu_mib)
+    facts = surface(getattr(ns, "sim_sglang_version", CURRENT))
+    if facts.legacy:
+        return _resolve_0_5_1(ns, architecture, gpu_mib, facts)
     args = dict(vars(ns))
     out = Resolved(args)
 
@@ -252,35 +235,28 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
 
     algo = args["speculative_algorithm"]
     if algo is not None:
-        algo = algo.upper()
-        if algo not in SPEC_ALGORITHMS:
-            raise ValueError(f"Unknown speculative algorithm name: {algo}")
-        algo = "EAGLE" if algo == "NEXTN" else algo
-        args["speculative_algorithm"] = algo
+        if algo.upper() not in SPEC_ALGORITHMS:
+            raise ValueError(f"Unknown speculative algorithm name: {algo.upper()}")
+        algo = args["speculative_algorithm"] = canonical_algorithm(algo)
         if (
             args["speculative_draft_model_path"]
             and args["speculative_draft_model_revision"] is None
         ):
             args["speculative_draft_model_revision"] = "main"
-        if args["max_running_requests"] is None:
-            args["max_running_requests"] = 48
-            warn(
-                "Max running requests is reset to 48 for speculative decoding. You can override "
-                "this by explicitly setting --max-running-requests."
-            )
+        _reset_max_running(args, facts, warn)
         if args["disable_overlap_schedule"]:
             warn(
                 "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone "
                 "speculative decoding."
             )
-        _speculative_params(args, architecture, algo, "0.5.23", warn)
+        _speculative_params(args, architecture, algo, facts, warn)
         if args["speculative_token_map"] and algo == "EAGLE3":
             warn(
                 "Speculative token map specified, but EAGLE3 models already have this. "
                 "Ignoring the specified token map."
             )
     elif args["max_running_requests"] is None:
-        args["max_running_requests"] = 2048
+        args["max_running_requests"] = PLAIN_MAX_RUNNING_REQUESTS
 
     if args["mem_fraction_static"] is None:
         args["mem_fraction_static"] = _auto_mem_fraction(
@@ -288,14 +264,15 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
         )
     if args["enable_hierarchical_cache"] and args["hicache_ratio"] is None:
         args["hicache_ratio"] = 2.0
-    # Graphs are captured only up to what the request pool can hold.
-    args["cuda_graph_max_bs_decode"] = min(
+    args["cuda_graph_max_bs_decode"] = captured_graph_max_bs(
         args["cuda_graph_max_bs_decode"], args["max_running_requests"]
     )
     return out
 
 
-def _resolve_0_5_1(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolved:
+def _resolve_0_5_1(
+    ns: argparse.Namespace, architecture: str, gpu_mib: float, facts: Surface
+) -> Resolved:
     """0.5.1.post3's __post_init__ (reference/sglang.md §2b): EAGLE forces overlap off."""
     args = dict(vars(ns))
     out = Resolved(args)
@@ -305,29 +282,28 @@ def _resolve_0_5_1(ns: argparse.Namespace, architecture: str, gpu_mib: float) ->
     if args["cuda_graph_max_bs_decode"] is None:
         args["cuda_graph_max_bs_decode"] = 256 if args["tp_size"] < 4 else 512
     algo = args["speculative_algorithm"]
-    if algo == "NEXTN":
-        algo = args["speculative_algorithm"] = "EAGLE"
-    if algo in ("EAGLE", "EAGLE3"):
-        if args["max_running_requests"] is None:
-            args["max_running_requests"] = 48  # silently, in this version
-        args["disable_overlap_schedule"] = True
-        out.warnings.append(
-            "Overlap scheduler is disabled because of using eagle speculative decoding."
-        )
-        _speculative_params(args, architecture, algo, "0.5.1", out.warnings.append)
+    if algo is not None:  # the parser took only EAGLE, EAGLE3 or NEXTN
+        algo = args["speculative_algorithm"] = canonical_algorithm(algo)
+        _reset_max_running(args, facts, out.warnings.append)
+        if facts.eagle_forces_overlap_off:
+            args["disable_overlap_schedule"] = True
+            out.warnings.append(
+                "Overlap scheduler is disabled because of using eagle speculative decoding."
+            )
+        _speculative_params(args, architecture, algo, facts, out.warnings.append)
     elif args["max_running_requests"] is None:
-        args["max_running_requests"] = 2048
+        args["max_running_requests"] = PLAIN_MAX_RUNNING_REQUESTS
     if args["mem_fraction_static"] is None:
         args["mem_fraction_static"] = _auto_mem_fraction_0_5_1(
             gpu_mib, args["tp_size"], algo is not None
         )
-    args["cuda_graph_max_bs_decode"] = min(
+    args["cuda_graph_max_bs_decode"] = captured_graph_max_bs(
         args["cuda_graph_max_bs_decode"], args["max_running_requests"]
     )
     return out
 
 
-# 0.5.1 names for what the simulator keeps under 0.5.23's names internally.
+# 0.5.1 names for what the simulator keeps under the current surface's names internally.
 _LEGACY_NAMES = {
     "cuda_graph_max_bs_decode": "cuda_graph_max_bs",
     "cuda_graph_bs_decode": "cuda_graph_bs",
@@ -337,6 +313,6 @@ _LEGACY_NAMES = {
 def reported_args(args: dict[str, Any], version: str) -> dict[str, Any]:
     """Effective server args under the names `version`'s server_info uses (no --sim-* flags)."""
     out = {k: v for k, v in args.items() if not k.startswith("sim_") and k != "cuda_graph_enabled"}
-    if version == "0.5.1":
+    if surface(version).legacy:
         out = {_LEGACY_NAMES.get(k, k): v for k, v in out.items()}
     return out

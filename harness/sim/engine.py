@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.sglang import CURRENT, surface
 from harness.sim.perf_model import PerfModel
 from harness.sim.text import stable_hash
 
@@ -112,7 +113,7 @@ class Engine:
         kv_tokens: int,
         decode_log_interval: int,
         seed: int,
-        log_format: str = "0.5.23",
+        log_format: str = CURRENT,  # the SGLang surface whose decode lines to print
         drift_sigma: float = DRIFT_SIGMA,
         crash_after_tokens: int | None = None,
         on_crash: Callable[[int], None] | None = None,
@@ -123,7 +124,7 @@ class Engine:
         self.max_running = max_running_requests
         self.kv_tokens = kv_tokens
         self.log_interval = decode_log_interval
-        self.legacy_logs = log_format == "0.5.1"  # "Decode batch." lines, no accept rate
+        self.legacy_logs = surface(log_format).legacy  # "Decode batch." lines, no accept rate
         self.seed = seed
         self.waiting: list[SimRequest] = []
         self.running: list[SimRequest] = []

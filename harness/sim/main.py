@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import uvicorn
 
+from harness.sglang import CURRENT, LEGACY, READY_LINE, surface
 from harness.sim.app import ServerState, create_app
 from harness.sim.cli import build_parser, reported_args, resolve, sglang_version_of
 from harness.sim.engine import Engine, VirtualClock
@@ -32,7 +33,7 @@ sched_log = logging.getLogger("sglang.scheduler")
 
 # SGLang's texts, verbatim (reference/sglang.md §5), per version.
 CUDA_GRAPH_OOM_HELP = {
-    "0.5.23": "\n".join(
+    CURRENT: "\n".join(
         [
             "Possible solutions:",
             "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
@@ -42,7 +43,7 @@ CUDA_GRAPH_OOM_HELP = {
             "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose",
         ]
     ),
-    "0.5.1": "\n".join(
+    LEGACY: "\n".join(
         [
             "Possible solutions:",
             "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
@@ -190,7 +191,7 @@ def _start_up(
         time.sleep(faults.slow_start_s)
     if plan.failure == "host_oom":
         _sleep_virtual(clock, 5)
-        if version == "0.5.1":
+        if surface(version).legacy:
             log.error("Rank 0 scheduler is dead. Please check if there are relevant logs.")
             log.error("Exit code: -9")
         else:
@@ -213,7 +214,7 @@ def _start_up(
     if plan.failure == "kv_pool":
         current = (
             ""
-            if version == "0.5.1"
+            if surface(version).legacy
             else f" Current value: mem_fraction_static={args['mem_fraction_static']}"
         )
         _die_like_sglang(
@@ -283,7 +284,7 @@ def _serve(state: ServerState, host: str, port: int) -> None:
         if state.faults.refuse_connections_after == 0:
             stop_listening()
         state.status = "Up"
-        log.info("The server is fired up and ready to roll!")
+        log.info(READY_LINE)
 
     async def run() -> None:
         engine_task = asyncio.create_task(state.engine.run())

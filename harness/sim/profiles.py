@@ -28,7 +28,7 @@ class HardwareProfile:
     host_step_no_overlap_ms: float  # same with --disable-overlap-schedule
     host_ram_gb: float  # host memory available for the HiCache pool
     draft_host_ms: float  # per draft step: top-k, tree bookkeeping, syncs of the EAGLE worker
-    spec_host_ms: float  # per verify iteration, overlap scheduler on (0.5.23 default)
+    spec_host_ms: float  # per verify iteration, overlap scheduler on (current default)
     spec_host_no_overlap_ms: float  # per verify iteration, --disable-overlap-schedule
     activation_mib: float  # non-static memory besides CUDA graphs (activations, NCCL, torch)
     verify_token_us: float  # per verified draft token: tree mask, 160K-vocab logits, sampling

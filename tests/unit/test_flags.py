@@ -6,7 +6,8 @@ import pytest
 
 from harness.command import build_server_command
 from harness.errors import ConfigError
-from harness.flags import sim_parser_problems, surface_of, version_problems
+from harness.flags import surface_of, version_problems
+from sweep.launch_check import sim_parser_problems
 from tests.conftest import kimi_server, sim_engine
 
 

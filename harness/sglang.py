@@ -1,0 +1,247 @@
+"""SGLang's facts per version: flags, accepted values, endpoints and speculative rules.
+
+specsweep speaks two SGLang surfaces (shared/reference/sglang.md §0): the current one
+(`CURRENT`, the newest release read) and the 0.5.1 era (0.5.1.post3), whose flag names, endpoints
+and formats differ. Everything that depends on which one a server speaks reads it here: the
+command builder and the pre-launch flag checks (`harness.command`, `harness.flags`), the clients
+(`/server_info`), the simulator (`harness.sim`, which reproduces both), the sweep's candidate and
+space rules, and `python -m sweep.compat`. A leaf module: it imports nothing of the project, so
+the harness and the simulator can both read it without reading each other.
+
+The simulator also reproduces many small format differences of the older surface (log
+punctuation, metric names, the shape of /server_info); those live in `harness/sim` and branch on
+`Surface.legacy`. What the harness reads too is a field here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+CURRENT = "0.5.23"  # the surface spoken unless told otherwise; the only place this literal lives
+LEGACY = "0.5.1"
+VERSIONS = (CURRENT, LEGACY)
+
+# The log line after which a server has passed its warm-up request (both surfaces, §4).
+READY_LINE = "The server is fired up and ready to roll!"
+
+# The speculative algorithms of the EAGLE family (§2a `_handle_eagle_family`); NEXTN is an alias.
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+# SGLang resets an unset max_running_requests to this when speculation is on (both surfaces).
+SPEC_MAX_RUNNING_REQUESTS = 48
+
+
+@dataclass(frozen=True, eq=False)  # one instance per version, compared (and hashed) by identity
+class Surface:
+    """One SGLang version's command line, HTTP surface and start-up adjustments."""
+
+    version: str  # the surface's name: CURRENT or LEGACY
+    release: str  # the release read for it: what /server_info's "version" says
+    prog: str  # argparse's prog, as SGLang's own parser prints it in errors
+    # Flags that do not exist in this surface -> what to use there instead (None: nothing).
+    absent: Mapping[str, str | None]
+    # ServerSpec fields whose flag is not the mechanical --field-name.
+    flag_names: Mapping[str, str]
+    # Built-in speculative algorithms; whether argparse refuses others (else start-up does).
+    speculative_algorithms: tuple[str, ...]
+    algorithm_choices_at_parse: bool
+    # --reasoning-parser names; `reasoning_parsers_complete`: the whole list (else a subset).
+    reasoning_parsers: tuple[str, ...]
+    reasoning_parsers_complete: bool
+    server_info_path: str  # effective args + internal state
+    model_info_path: str
+    deprecated_server_info_path: str | None  # still served, with a deprecation warning
+    hicache_ratio_default: float | None  # at parse time (None: resolved at start-up)
+    warns_max_running_reset: bool  # the reset to SPEC_MAX_RUNNING_REQUESTS is logged
+    eagle_forces_overlap_off: bool  # EAGLE disables the overlap scheduler
+    # _auto_choose_speculative_params: (num_steps, topk, draft_tokens) by target architecture.
+    auto_speculative_params: Mapping[str, tuple[int, int, int]]
+    auto_speculative_fallback: tuple[int, int, int]
+    legacy: bool  # the 0.5.1-era formats (logs, metrics, per-request fields)
+
+    def has(self, flag: str) -> bool:
+        """False for a flag known not to exist in this surface."""
+        return flag not in self.absent
+
+    @property
+    def per_phase_cuda_graph(self) -> bool:
+        """CUDA graphs are disabled per phase (--cuda-graph-backend-{decode,prefill}=disabled);
+        otherwise with --disable-cuda-graph (deprecated by the current surface, still accepted)."""
+        return self.has("--cuda-graph-backend-decode")
+
+    @property
+    def choices(self) -> dict[str, tuple[str, ...]]:
+        """Flag -> the values this surface's parser or its start-up validation accepts, for the
+        flags whose whole list is known."""
+        out = {"--speculative-algorithm": self.speculative_algorithms}
+        if self.reasoning_parsers_complete:
+            out["--reasoning-parser"] = self.reasoning_parsers
+        return out
+
+    def flag_for(self, field: str) -> str:
+        """The flag a ServerSpec field becomes (`tp_size` -> `--tp-size`)."""
+        return self.flag_names.get(field, "--" + field.replace("_", "-"))
+
+    def default_speculative_params(
+        self, architecture: str, algorithm: str
+    ) -> tuple[int, int, int]:
+        """(num_steps, topk, draft_tokens) when none of the three is given."""
+        if algorithm == "STANDALONE":
+            return 3, 1, 4
+        return self.auto_speculative_params.get(architecture, self.auto_speculative_fallback)
+
+
+def _frozen(mapping: dict) -> Mapping:
+    return MappingProxyType(mapping)
+
+
+_REASONING_PARSERS_0_5_1 = (
+    "deepseek-r1",
+    "deepseek-v3",
+    "glm45",
+    "gpt-oss",
+    "kimi",
+    "qwen3",
+    "qwen3-thinking",
+    "step3",
+)
+
+_SURFACES = {
+    CURRENT: Surface(
+        version=CURRENT,
+        release=CURRENT,
+        prog="sglang serve",
+        absent=_frozen(
+            {
+                "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+                "--cuda-graph-bs": "--cuda-graph-bs-decode",
+            }
+        ),
+        flag_names=_frozen({"cuda_graph_max_bs": "--cuda-graph-max-bs-decode"}),
+        speculative_algorithms=(
+            *EAGLE_FAMILY,
+            "NGRAM",
+            "DFLASH",
+            "DSPARK",
+            "UNO",
+        ),
+        algorithm_choices_at_parse=False,  # "Unknown speculative algorithm name" at start-up
+        # ["auto"] + REASONING_PARSER_NAMES is longer; these are the names specsweep uses.
+        reasoning_parsers=(
+            "auto",
+            "deepseek-r1",
+            "deepseek-v3",
+            "glm45",
+            "gpt-oss",
+            "kimi",
+            "kimi_k2",
+            "minimax",
+            "qwen3",
+            "qwen3-thinking",
+            "step3",
+        ),
+        reasoning_parsers_complete=False,
+        server_info_path="/server_info",
+        model_info_path="/model_info",
+        deprecated_server_info_path="/get_server_info",
+        hicache_ratio_default=None,  # 2.0 in cache mode, resolved at start-up
+        warns_max_running_reset=True,
+        eagle_forces_overlap_off=False,
+        auto_speculative_params=_frozen(
+            {
+                "LlamaForCausalLM": (5, 4, 8),
+                "Grok1ForCausalLM": (5, 4, 8),
+                "Grok1VForCausalLM": (5, 4, 8),
+            }
+        ),
+        auto_speculative_fallback=(3, 1, 4),
+        legacy=False,
+    ),
+    LEGACY: Surface(
+        version=LEGACY,
+        release=LEGACY + ".post3",
+        prog="launch_server.py",
+        absent=_frozen(
+            {
+                "--cuda-graph-max-bs-decode": "--cuda-graph-max-bs",
+                "--cuda-graph-max-bs-prefill": None,
+                "--cuda-graph-bs-decode": "--cuda-graph-bs",
+                "--cuda-graph-bs-prefill": None,
+                "--cuda-graph-backend-decode": "--disable-cuda-graph",
+                "--cuda-graph-backend-prefill": "--disable-cuda-graph",
+                "--speculative-draft-model-revision": None,
+                "--enable-hicache": "--enable-hierarchical-cache",
+            }
+        ),
+        flag_names=_frozen({"cuda_graph_max_bs": "--cuda-graph-max-bs"}),
+        speculative_algorithms=("EAGLE", "EAGLE3", "NEXTN"),
+        algorithm_choices_at_parse=True,
+        reasoning_parsers=_REASONING_PARSERS_0_5_1,  # ReasoningParser.DetectorMap
+        reasoning_parsers_complete=True,
+        server_info_path="/get_server_info",
+        model_info_path="/get_model_info",
+        deprecated_server_info_path=None,
+        hicache_ratio_default=2.0,
+        warns_max_running_reset=False,  # silently
+        eagle_forces_overlap_off=True,
+        auto_speculative_params=_frozen(
+            {
+                "DeepseekV3ForCausalLM": (3, 1, 4),
+                "DeepseekV2ForCausalLM": (3, 1, 4),
+                "GptOssForCausalLM": (3, 1, 4),
+            }
+        ),
+        auto_speculative_fallback=(5, 4, 8),
+        legacy=True,
+    ),
+}
+
+# Where a client finds a server's effective args whatever its surface: the current path first.
+SERVER_INFO_PATHS = tuple(
+    dict.fromkeys(
+        path
+        for s in _SURFACES.values()
+        for path in (s.server_info_path, s.deprecated_server_info_path)
+        if path
+    )
+)
+
+
+def surface(version: str = CURRENT) -> Surface:
+    """The facts of a surface by name (one of VERSIONS); KeyError names the known ones."""
+    try:
+        return _SURFACES[version]
+    except KeyError:
+        known = ", ".join(VERSIONS)
+        raise KeyError(f"unknown SGLang surface {version!r}: use one of {known}") from None
+
+
+def canonical_algorithm(name: str | None) -> str | None:
+    """The algorithm SGLang runs for `name`: upper-cased, NEXTN -> EAGLE (both surfaces)."""
+    if name is None:
+        return None
+    name = name.upper()
+    return "EAGLE" if name == "NEXTN" else name
+
+
+def forced_draft_tokens(steps: int | None, topk: int | None) -> int | None:
+    """The draft-token count SGLang imposes: num_steps + 1 when topk == 1, whatever was asked
+    (both surfaces, with a warning); None when it is free."""
+    if topk == 1 and steps is not None:
+        return steps + 1
+    return None
+
+
+def captured_graph_max_bs(max_bs: int | None, max_running: int | None) -> int | None:
+    """The largest CUDA-graph batch SGLang captures: graphs are captured only up to what the
+    request pool holds (`req_to_token_pool.size`, about max_running_requests). None: unknown."""
+    if max_bs is None or max_running is None:
+        return max_bs
+    return min(max_bs, max_running)
+
+
+def draft_tree_capacity(steps: int, topk: int) -> int:
+    """The most draft tokens a tree of `steps` levels and `topk` branches holds (SGLang does not
+    check it; its bench_speculative.py skips configurations above it)."""
+    return topk * steps + 1

@@ -1,0 +1,161 @@
+"""OpenAI `/v1/chat/completions` as SGLang serves it: one chunk per verify step, reasoning
+separated by the reasoning parser, usage and (on request) speculative details at the end."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from harness.sim.engine import Chunk, SimRequest
+from harness.sim.state import ServerState, error_response, json_body, spec_meta
+from harness.sim.text import token_text
+
+
+def add_chat_route(app: FastAPI, state: ServerState) -> None:
+    @app.post("/v1/chat/completions")
+    async def chat_completions(http_request: Request) -> Response:
+        body = await json_body(http_request)
+        if body is None:
+            return error_response(400, "request body is not a JSON object")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return error_response(400, "'messages' must be a non-empty list")
+        prompt = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            return error_response(
+                400, f"max_tokens must be a positive integer, got {max_tokens!r}"
+            )
+        kwargs = body.get("chat_template_kwargs") or {}
+        thinking = bool(kwargs.get("thinking", kwargs.get("enable_thinking", True)))
+        request = state.engine.new_request(
+            prompt, max_tokens, ignore_eos=bool(body.get("ignore_eos", False)), thinking=thinking
+        )
+        state.admit(request)
+        separate = state.args.get("reasoning_parser") is not None and body.get(
+            "separate_reasoning", True
+        )
+        completion = _Completion(state, request, separate)
+        completion.spec_details = bool(body.get("return_spec_tokens_details"))
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            completion.continuous_usage = bool(options.get("continuous_usage_stats"))
+            return StreamingResponse(
+                completion.stream(bool(options.get("include_usage"))),
+                media_type="text/event-stream",
+            )
+        return JSONResponse(await completion.whole())
+
+
+class _Completion:
+    """Turns engine chunks into OpenAI chat-completion chunks (one chunk per verify step)."""
+
+    def __init__(self, state: ServerState, request: SimRequest, separate_reasoning: bool):
+        self.state = state
+        self.request = request
+        self.separate = separate_reasoning
+        self.id = uuid.uuid4().hex
+        self.created = int(time.time())
+        self.continuous_usage = False  # stream_options.continuous_usage_stats
+        self.spec_details = False  # return_spec_tokens_details (current surface only)
+
+    def _delta(self, chunk: Chunk) -> dict[str, str]:
+        r = self.request
+        seed = int(r.rid, 16)
+        reasoning, content = [], []
+        for i in chunk.tokens:
+            thinking = i < r.thinking_tokens
+            text = token_text(seed, i, thinking)
+            if not self.separate:
+                if i == 0 and r.thinking_tokens:
+                    text = "<think>" + text
+                if i == r.thinking_tokens and r.thinking_tokens:
+                    text = "</think>" + text
+            (reasoning if thinking and self.separate else content).append(text)
+        delta: dict[str, str] = {}
+        if reasoning:
+            delta["reasoning_content"] = "".join(reasoning)
+        if content:
+            delta["content"] = "".join(content)
+        return delta
+
+    def usage(self) -> dict[str, Any]:
+        r = self.request
+        # 0.5.1 always reports 0 reasoning tokens for chat completions
+        reasoning = 0 if self.state.legacy else min(r.generated, r.thinking_tokens)
+        usage: dict[str, Any] = {
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.generated,
+            "total_tokens": r.prompt_tokens + r.generated,
+            "reasoning_tokens": reasoning,
+        }
+        if reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+        return usage
+
+    def _chunk(self, choices: list[dict[str, Any]], usage: Any = None) -> str:
+        payload = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.state.served_model_name,
+            "choices": choices,
+            "usage": usage,
+        }
+        wanted = self.spec_details and not choices and not self.state.legacy  # not in 0.5.1
+        details = spec_meta(self.state, self.request) if wanted else {}
+        if details:
+            payload["sglext"] = {"spec_tokens_details": details}
+        return f"data: {json.dumps(payload)}\n\n"
+
+    async def stream(self, include_usage: bool) -> AsyncIterator[str]:
+        finished = False
+        try:
+            first = True
+            while not finished:
+                chunk = await self.request.queue.get()
+                delta = self._delta(chunk)
+                if first:
+                    delta = {"role": "assistant", **delta}
+                    first = False
+                finished = chunk.finish_reason is not None
+                choice = {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": chunk.finish_reason,
+                    "matched_stop": None,
+                }
+                yield self._chunk([choice], self.usage() if self.continuous_usage else None)
+            if include_usage:
+                yield self._chunk([], self.usage())
+            yield "data: [DONE]\n\n"
+        finally:
+            if not finished:
+                self.state.engine.abort(self.request)
+
+    async def whole(self) -> dict[str, Any]:
+        reasoning, content, finish = [], [], None
+        while finish is None:
+            chunk = await self.request.queue.get()
+            delta = self._delta(chunk)
+            reasoning.append(delta.get("reasoning_content", ""))
+            content.append(delta.get("content", ""))
+            finish = chunk.finish_reason
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+        if self.separate:
+            message["reasoning_content"] = "".join(reasoning)
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.state.served_model_name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": self.usage(),
+        }

@@ -1,0 +1,102 @@
+"""SGLang's native `/generate`: cumulative text and meta_info on every chunk."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from harness.sim.engine import Chunk, SimRequest
+from harness.sim.state import ServerState, error_response, json_body, spec_meta
+from harness.sim.text import token_text
+
+
+def add_generate_route(app: FastAPI, state: ServerState) -> None:
+    @app.post("/generate")
+    async def generate(http_request: Request) -> Response:
+        body = await json_body(http_request)
+        if body is None:
+            return error_response(400, "request body is not a JSON object")
+        text = body.get("text")
+        if not isinstance(text, str) or not text:
+            return error_response(400, "'text' must be a non-empty string")
+        params = body.get("sampling_params") or {}
+        max_new = params.get("max_new_tokens", 128)
+        if not isinstance(max_new, int) or max_new < 1:
+            return error_response(
+                400, f"max_new_tokens must be a positive integer, got {max_new!r}"
+            )
+        request = state.engine.new_request(
+            text, max_new, ignore_eos=bool(params.get("ignore_eos", False)), thinking=True
+        )
+        state.admit(request)
+        generation = _Generation(state, request)
+        if body.get("stream"):
+            return StreamingResponse(generation.stream(), media_type="text/event-stream")
+        return JSONResponse(await generation.whole())
+
+
+class _Generation:
+    """One /generate request's answer, streamed or whole."""
+
+    def __init__(self, state: ServerState, request: SimRequest):
+        self.state = state
+        self.request = request
+        self.text: list[str] = []
+        self.started = time.time()
+
+    def _meta(self, finish: str | None) -> dict[str, Any]:
+        r = self.request
+        meta: dict[str, Any] = {
+            "id": r.rid,
+            "finish_reason": None,
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.generated,
+            "cached_tokens": 0,
+        }
+        if not self.state.legacy:
+            meta["reasoning_tokens"] = min(r.generated, r.thinking_tokens)
+        if finish is not None:
+            meta["finish_reason"] = (
+                {"type": "length", "length": r.generated}
+                if finish == "length"
+                else {"type": "stop", "matched": None}
+            )
+            meta.update(spec_meta(self.state, r))
+            meta["e2e_latency"] = round(time.time() - self.started, 6)
+        return meta
+
+    def _add(self, chunk: Chunk) -> None:
+        seed = int(self.request.rid, 16)
+        for i in chunk.tokens:
+            self.text.append(token_text(seed, i, i < self.request.thinking_tokens))
+
+    async def stream(self) -> AsyncIterator[str]:
+        finished = False
+        try:
+            while not finished:
+                chunk = await self.request.queue.get()
+                self._add(chunk)
+                finished = chunk.finish_reason is not None
+                payload = {
+                    "text": "".join(self.text),
+                    "meta_info": self._meta(chunk.finish_reason),
+                    "index": 0,
+                }
+                yield f"data: {json.dumps(payload)}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            if not finished:
+                self.state.engine.abort(self.request)
+
+    async def whole(self) -> dict[str, Any]:
+        finish = None
+        while finish is None:
+            chunk = await self.request.queue.get()
+            self._add(chunk)
+            finish = chunk.finish_reason
+        return {"text": "".join(self.text), "meta_info": self._meta(finish), "index": 0}

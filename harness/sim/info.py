@@ -1,0 +1,158 @@
+"""The endpoints that are not generation: server and model info, health, cache flush, metrics.
+
+Which info paths exist is the surface's (`harness.sglang`): the current surface serves
+/server_info and /model_info, and /get_server_info with a deprecation warning; 0.5.1 serves only
+/get_server_info and /get_model_info.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse, Response
+
+from harness.sim.cli import reported_args
+from harness.sim.prometheus import prometheus_text
+from harness.sim.state import ServerState
+
+log = logging.getLogger("sglang.srt.entrypoints.http_server")
+
+FLUSH_TEXT = (
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+    "waiting requests, the operation will not be performed.)"
+)
+
+
+def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]:
+    """Effective args plus state, in the shape of the surface spoken (reference/sglang.md §3)."""
+    engine, facts = state.engine, state.surface
+    args = {k: v for k, v in reported_args(state.args, facts.version).items() if k != "api_key"}
+    # Which GPUs this server runs on (the environment it was started with), as a GPU box's
+    # operator would check it: the harness records it per trial.
+    gpus = state.simulator.get("cuda_visible_devices")
+    internal: dict[str, Any] = {
+        **args,
+        "cuda_visible_devices": gpus,
+        "last_gen_throughput": engine.counters.last_gen_throughput,
+        "memory_usage": {
+            "weight": round(state.plan.weights_mib / 1024, 2),
+            "kvcache": round(state.plan.kv_pool_mib / 1024, 2),
+            "token_capacity": state.plan.kv_tokens,
+            "cuda_graph" if facts.legacy else "graph": round(state.plan.graph_mib / 1024, 2),
+        },
+    }
+    accept = engine.avg_accept_length()
+    if accept is not None:
+        internal["avg_spec_accept_length"] = accept
+    if facts.legacy:
+        internal["load"] = len(engine.running) + len(engine.waiting)
+        return {
+            **args,
+            "status": "ready" if state.status == "Up" else "starting",
+            "max_total_num_tokens": state.plan.kv_tokens,
+            "max_req_input_len": state.plan.kv_tokens - 1,
+            "internal_states": [internal],
+            "version": facts.release,
+            "simulator": state.simulator,
+        }
+    return {
+        **args,
+        "launch_command": launch_command,
+        "cuda_visible_devices": gpus,
+        "status": "ready" if state.status == "Up" else "starting",
+        "max_total_num_tokens": state.plan.kv_tokens,
+        "startup_time": state.started_at,
+        "internal_states": [internal],
+        "version": facts.release,
+        "frontend": "python",
+        "simulator": state.simulator,
+    }
+
+
+def model_info(state: ServerState) -> dict[str, Any]:
+    if state.legacy:
+        return {
+            "model_path": state.args["model_path"],
+            "tokenizer_path": state.args.get("tokenizer_path") or state.args["model_path"],
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+        }
+    return {
+        "model_path": state.args["model_path"],
+        "served_model_name": state.served_model_name,
+        "is_generation": True,
+        "reasoning_parser": state.args.get("reasoning_parser"),
+        "architectures": [state.simulator["target_architecture"]],
+    }
+
+
+def add_info_routes(app: FastAPI, state: ServerState) -> None:
+    engine, facts = state.engine, state.surface
+    # SGLang echoes its server args, key included; the simulator leaves the key out (the harness
+    # records only chosen keys, but a copy of this answer must never be a leak).
+    launch_command = [
+        "<redacted>" if i and state.launch_command[i - 1] == "--api-key" else part
+        for i, part in enumerate(state.launch_command)
+    ]
+
+    @app.get(facts.server_info_path)
+    async def get_server_info() -> dict[str, Any]:
+        return server_info(state, launch_command)
+
+    if facts.deprecated_server_info_path:
+        deprecated = facts.deprecated_server_info_path
+
+        @app.get(deprecated)
+        async def get_server_info_deprecated() -> dict[str, Any]:
+            log.warning(
+                "Endpoint '%s' is deprecated; use '%s' instead.",
+                deprecated,
+                facts.server_info_path,
+            )
+            return server_info(state, launch_command)
+
+    @app.get(facts.model_info_path)
+    async def get_model_info() -> dict[str, Any]:
+        return model_info(state)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        card = {
+            "id": state.served_model_name,
+            "object": "model",
+            "owned_by": "sglang",
+            "root": state.args["model_path"],
+        }
+        return {"object": "list", "data": [card]}
+
+    @app.api_route("/health", methods=["GET"])
+    @app.api_route("/health_generate", methods=["GET"])
+    async def health() -> Response:
+        if state.status != "Up":
+            return Response(status_code=503)
+        request = engine.new_request("health", 1, ignore_eos=True, thinking=False)
+        engine.submit(request)
+        try:
+            async with asyncio.timeout(20):
+                await request.queue.get()
+        except TimeoutError:
+            log.error("Health check failed. Server couldn't get a response from detokenizer.")
+            return Response(status_code=503)
+        return Response(status_code=200)
+
+    @app.api_route("/flush_cache", methods=["GET", "POST"])
+    async def flush_cache() -> Response:
+        ok = engine.flush()
+        if ok:
+            log.info("Cache flushed successfully!")
+        return PlainTextResponse(FLUSH_TEXT, status_code=200 if ok else 400)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        if not state.args.get("enable_metrics"):
+            return Response(status_code=404)
+        return PlainTextResponse(prometheus_text(state))

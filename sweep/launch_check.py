@@ -1,0 +1,61 @@
+"""Parse a sweep's launches with the parser that will run them, before any launch does.
+
+The cheap checks are the harness's (`harness.flags.version_problems`, SGLang's own parser run in
+the engine's Python); the simulator's parser is read here, on the sweep side, because the harness
+only launches the simulator as a process and never imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import TYPE_CHECKING
+
+from harness.command import engine_program, server_flags
+from harness.errors import ConfigError
+from harness.flags import (
+    engine_python,
+    installed_sglang_version,
+    parse_with_sglang,
+    version_problems,
+)
+from harness.sim.cli import build_parser
+
+if TYPE_CHECKING:
+    from harness.spec import TrialSpec
+
+
+def sim_parser_problems(flags: list[str], surface: str) -> list[str]:
+    """Parse with the simulator's copy of the surface's argparse (what engine=sim will run)."""
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            build_parser(surface).parse_args([*flags, "--sim-sglang-version", surface])
+        except SystemExit:
+            return [stderr.getvalue().strip().splitlines()[-1]]
+    return []
+
+
+def check_launch_flags(specs: list[TrialSpec]) -> None:
+    """Parse the launches a sweep will make with the parser that will run them, before any does:
+    the simulator's for engine=sim, SGLang's own when the engine's Python has SGLang."""
+    problems: list[str] = []
+    for spec in specs:
+        flags = [*server_flags(spec.server, spec.engine.sglang_version), *spec.engine.extra_args]
+        problems += version_problems(flags, spec.engine.sglang_version)
+        if spec.engine.simulated:
+            problems += sim_parser_problems(flags, spec.engine.sglang_version)
+            continue
+        python = engine_python(engine_program(spec.engine.program))
+        if python is None or installed_sglang_version(python) is None:
+            continue  # preflight says SGLang is missing; the version table already ran
+        for result in parse_with_sglang(python, [flags]):
+            if result["error"]:
+                problems.append(result["error"])
+    if problems:
+        raise ConfigError(
+            "SGLang would refuse this launch: "
+            + " | ".join(dict.fromkeys(problems))
+            + " (Flags come from the server, model and drafter groups, server.extra_args and "
+            "engine.extra_args; engine.sglang_version picks the SGLang version to speak.)"
+        )
