@@ -25,7 +25,7 @@ from harness.errors import ConfigError
 from harness.flags import parse_with_sglang, sim_parser_problems
 from sweep.config import build_trial_spec
 from sweep.schema import register as register_schema
-from sweep.space import SearchSpace
+from sweep.study.space import SearchSpace
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 STUBS = Path(__file__).resolve().parent.parent / "tests" / "compat" / "stubs"

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.bench import BenchmarkSpec, EarlyStop
 from harness.errors import ConfigError
 from harness.flags import engine_python, installed_sglang_version, surface_of
+from harness.layout import ResultsLayout
 from harness.prompts import load_prompts
 from harness.spec import EngineSpec, ServerSpec
 
@@ -183,11 +184,6 @@ def _server_env(cfg: DictConfig) -> dict[str, str]:
     return env
 
 
-def server_pid_file(tracking_dir: str, port: int) -> Path:
-    """Where a live server is recorded, so a crashed sweep's leftover can be found and stopped."""
-    return Path(tracking_dir).resolve() / "servers" / f"port-{port}.pid"
-
-
 def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
     b = cfg.benchmark
     load_prompts(b.prompts, b.seed)  # a malformed prompt file fails here, not after a launch
@@ -250,7 +246,7 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         early_stop=early_stop,
         pid_file=Path(cfg.trial.pid_file)
         if cfg.trial.pid_file
-        else server_pid_file(cfg.tracking.dir, server.port),
+        else ResultsLayout.at(cfg.tracking.dir).server_pid_file(server.port),
     )
 
 
@@ -263,7 +259,7 @@ def check_drafter(cfg: DictConfig, spec: TrialSpec) -> None:
         spec.server.model_path,
         spec.server.speculative_algorithm or "EAGLE3",
         cfg.drafter.check,
-        Path(cfg.tracking.dir).resolve() / "drafter-checks",
+        ResultsLayout.at(cfg.tracking.dir).drafter_checks,
     )
     if problems:
         raise ConfigError(problems)

@@ -27,6 +27,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from harness.command import redact_url_passwords
+from harness.layout import sqlite_uri
 from harness.results import Outcome, TrialResult
 from harness.server import pid_alive
 from sweep import provenance
@@ -35,10 +36,6 @@ from sweep.config import EFFECTIVE_KEYS, PARAM_KEYS
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND = "mlflow.experimentKind"
 TRACKING_RECORD = "tracking.json"
-
-
-def sqlite_uri(path: Path) -> str:
-    return f"sqlite:///{path}"
 
 
 def resolve_sqlite_uri(uri: str) -> str:
