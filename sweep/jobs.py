@@ -75,8 +75,11 @@ class Jobs:
         with self._lock:
             if self._logging_ready:
                 return
-            conf = OmegaConf.to_container(job_cfg.hydra.job_logging, resolve=False)
-            assert isinstance(conf, dict)
+            node = OmegaConf.select(job_cfg, "hydra.job_logging")
+            conf = OmegaConf.to_container(node, resolve=False) if node is not None else None
+            if not isinstance(conf, dict) or not conf:  # no job logging configured
+                self._logging_ready = True
+                return
             conf.get("handlers", {}).pop("file", None)
             root = conf.get("root", {})
             root["handlers"] = [h for h in root.get("handlers", []) if h != "file"]
@@ -110,6 +113,7 @@ class Jobs:
             error="".join(traceback.format_exception_only(exc)).strip(),
         )
         if folder is not None:  # the folder is the record: `python -m sweep.sync` restores it
+            folder.mkdir(parents=True, exist_ok=True)
             result.write(folder)
         return result
 
