@@ -42,8 +42,10 @@ from harness.results import Outcome, RunSummary, TrialResult  # noqa: E402
 from harness.sim.oracle import evaluate  # noqa: E402
 from harness.spec import EarlyStop, ServerSpec  # noqa: E402
 from harness.stats import summarize  # noqa: E402
-from sweep.search import Objective, SearchDriver, candidate_for  # noqa: E402
-from sweep.space import DRAFT, STEPS, TOPK, SearchSpace  # noqa: E402
+from sweep.study.candidates import candidate_for  # noqa: E402
+from sweep.study.driver import SearchDriver  # noqa: E402
+from sweep.study.objective import Objective  # noqa: E402
+from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace  # noqa: E402
 
 PROFILES = ("rtx_pro_6000_pcie", "h200_nvlink")
 DRAFTER = "eagle3_37k_ttt5"

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from harness.command import build_server_command
 from harness.errors import ConfigError
+from harness.layout import ResultsLayout
 from harness.results import Outcome, TrialResult
 from harness.trial import run_trial
 from sweep import provenance
@@ -62,7 +63,7 @@ def _single(cfg: DictConfig) -> TrialResult:
     tracker = Tracker(
         resolve_sqlite_uri(cfg.tracking.mlflow_uri),
         cfg.tracking.experiment,
-        Path(cfg.tracking.dir).resolve() / "mlartifacts",
+        ResultsLayout.at(cfg.tracking.dir).artifacts,
     )
     tracker.log_trial(result, parent_run_id=None, study=cfg.search.study_name, baseline_tok_s=None)
     ConsoleReporter(cfg.engine.name == "sim").trial_done(result, None)

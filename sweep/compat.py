@@ -28,7 +28,7 @@ from harness.sim.cli import build_parser
 from sweep.config import build_trial_spec
 from sweep.launch_check import sim_parser_problems
 from sweep.schema import register as register_schema
-from sweep.space import SearchSpace
+from sweep.study.space import SearchSpace
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 STUBS = Path(__file__).resolve().parent.parent / "tests" / "compat" / "stubs"

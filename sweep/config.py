@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.command import engine_program
 from harness.errors import ConfigError
 from harness.flags import detected_surface
+from harness.layout import ResultsLayout
 from harness.prompts import load_prompts
 from harness.sglang import CURRENT
 from harness.spec import BenchmarkSpec, EarlyStop, EngineSpec, ServerSpec, TrialSpec
@@ -141,11 +142,6 @@ def _server_env(cfg: DictConfig) -> dict[str, str]:
     return env
 
 
-def server_pid_file(tracking_dir: str, port: int) -> Path:
-    """Where a live server is recorded, so a crashed sweep's leftover can be found and stopped."""
-    return Path(tracking_dir).resolve() / "servers" / f"port-{port}.pid"
-
-
 def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
     b = cfg.benchmark
     load_prompts(b.prompts, b.seed)  # a malformed prompt file fails here, not after a launch
@@ -208,7 +204,7 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         early_stop=early_stop,
         pid_file=Path(cfg.trial.pid_file)
         if cfg.trial.pid_file
-        else server_pid_file(cfg.tracking.dir, server.port),
+        else ResultsLayout.at(cfg.tracking.dir).server_pid_file(server.port),
         drafter_check=cfg.drafter.check,
         drafter_cache=drafter_cache(cfg),
     )
@@ -216,7 +212,7 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
 
 def drafter_cache(cfg: DictConfig) -> Path:
     """Where drafter verdicts are kept between trials and sweeps."""
-    return Path(cfg.tracking.dir).resolve() / "drafter-checks"
+    return ResultsLayout.at(cfg.tracking.dir).drafter_checks
 
 
 def check_drafter(cfg: DictConfig, spec: TrialSpec) -> None:

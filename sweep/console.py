@@ -10,6 +10,7 @@ from rich.table import Table
 
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult
 from harness.spec import TrialSpec
+from sweep import labels
 
 console = Console(highlight=False)
 TRUNCATION_WARNING = 0.25  # share of outputs cut while reasoning that earns a console warning
@@ -72,8 +73,8 @@ class ConsoleReporter:
         )
 
     def server_ready(self, startup_s: float, effective: dict[str, Any]) -> None:
-        keys = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-        spec = "/".join(str(effective.get(k)) for k in keys) if effective.get(keys[0]) else "off"
+        on = effective.get(labels.STEPS)
+        spec = labels.speculation(effective, missing=None) if on else "off"
         kv = effective.get("max_total_num_tokens")
         kv_text = f", KV pool {kv:,} tokens" if isinstance(kv, int) else ""
         console.print(
@@ -177,7 +178,6 @@ def summary_table(
     for r in rows:
         p = r.effective or r.params
         spec = r.params.get("speculative_algorithm") is not None
-        keys = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
         measured = r.outcome in (Outcome.OK, Outcome.PRUNED)
         note = ""
         if r.related:
@@ -186,7 +186,7 @@ def summary_table(
             note = f"{len(r.runs)} runs"
         cells = [
             "baseline" if r.role == "baseline" else r.name,
-            "/".join(str(p.get(k, "?")) for k in keys) if spec else "off",
+            labels.speculation(p) if spec else "off",
             f"{p.get('mem_fraction_static')}",
             str(p.get("hicache_size", 0)),
             f"[{_OUTCOME_STYLE.get(r.outcome, 'white')}]{r.outcome}[/]",
@@ -258,18 +258,10 @@ def wall_time_line(results: list[TrialResult], total_s: float) -> str:
     return f"Wall time {fmt_duration(total_s)}: {text}."
 
 
-def _config_text(result: TrialResult) -> str:
-    p = result.effective or result.params
-    return (
-        f"steps={p.get('speculative_num_steps')} topk={p.get('speculative_eagle_topk')} "
-        f"draft={p.get('speculative_num_draft_tokens')} mem={p.get('mem_fraction_static')} "
-        f"hicache={p.get('hicache_size')}"
-    )
-
-
 def best_line(best: TrialResult, baseline: TrialResult | None) -> str:
     tok, ci = best.metrics["tok_s"], best.metrics.get("tok_s_ci95", float("nan"))
-    line = f"\n[bold]Best:[/bold] {best.name} ({_config_text(best)}): {tok:.1f} ± {ci:.1f} tok/s"
+    config = labels.config_text(best.effective or best.params)
+    line = f"\n[bold]Best:[/bold] {best.name} ({config}): {tok:.1f} ± {ci:.1f} tok/s"
     if baseline is None:
         return line
     base, base_ci = baseline.metrics["tok_s"], baseline.metrics.get("tok_s_ci95", float("nan"))

@@ -12,7 +12,6 @@ import argparse
 import math
 import sys
 import tempfile
-from datetime import datetime
 from pathlib import Path
 
 from mlflow.entities import Run
@@ -21,9 +20,10 @@ from omegaconf import OmegaConf
 
 from harness.command import build_server_command
 from harness.errors import SpecsweepError
+from harness.layout import ResultsLayout, stamp
 from harness.results import Outcome
 from harness.trial import run_trial
-from sweep import provenance
+from sweep import labels, provenance
 from sweep.config import build_trial_spec
 from sweep.console import ConsoleReporter, console
 from sweep.export import launch_script, systemd_unit
@@ -67,13 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="only print the exports")
     args = parser.parse_args(argv)
     register()
-    results = Path(args.results).resolve()
-    client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
+    layout = ResultsLayout.at(args.results)
+    results = layout.root
+    client = MlflowClient(tracking_uri=layout.mlflow_uri)
     run = pick_run(client, args.experiment, args.run)
     name = run.data.tags.get("mlflow.runName", run.info.run_id)
     cfg = recorded_config(client, run)
-    stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
-    cfg.trial.name, cfg.trial.role, cfg.trial.number = f"reproduce_{name}_{stamp}", "trial", None
+    at = stamp()
+    cfg.trial.name, cfg.trial.role, cfg.trial.number = f"reproduce_{name}_{at}", "trial", None
     cfg.trial.prune_below = None
     cfg.benchmark.runs = args.runs
     cfg.tracking.dir = str(results)
@@ -84,15 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command = build_server_command(spec.server, spec.engine)
     p = run.data.params
-    config_text = " ".join(
-        f"{short}={p.get('effective.' + key, p.get(key))}"
-        for short, key in (
-            ("steps", "speculative_num_steps"),
-            ("topk", "speculative_eagle_topk"),
-            ("draft", "speculative_num_draft_tokens"),
-            ("mem", "mem_fraction_static"),
-            ("hicache", "hicache_size"),
-        )
+    config_text = labels.config_text(
+        {key: p.get("effective." + key, p.get(key)) for key in labels.CONFIG_KEYS}
     )
     measured = run.data.metrics.get("tok_s", float("nan"))
     recorded_ci = run.data.metrics.get("tok_s_ci95", float("nan"))
@@ -101,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{cfg.model.name} on {cfg.hardware.name}, {args.experiment}/{name} ({config_text}): "
         f"{measured:.1f} ± {recorded_ci:.1f} tok/s{engine_note}"
     )
-    out = results / "reproduce" / f"{name}-{stamp}"
+    out = layout.reproduction(name, at)
     unit_name = f"specsweep-{args.experiment}.service"
     script = launch_script(command, description)
     unit = systemd_unit(command, description, f"/etc/specsweep/{args.experiment}.env")
@@ -119,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     provenance.write(cfg, command, out / "trial")
     result = run_trial(spec, out / "trial", ConsoleReporter(spec.engine.simulated))
     result.role = "reproduce"
-    tracker = Tracker(client.tracking_uri, args.experiment, results / "mlartifacts")
+    tracker = Tracker(client.tracking_uri, args.experiment, layout.artifacts)
     run_id = tracker.log_trial(
         result, parent_run_id=run.info.run_id, study=args.experiment, baseline_tok_s=None
     )

@@ -15,29 +15,26 @@ import logging
 import sys
 from pathlib import Path
 
+from harness.layout import ResultsLayout
 from harness.redact import redact_url_passwords
 from harness.results import TrialResult
-from sweep.tracking import Tracker, read_tracking_record, sqlite_uri
-
-
-def trial_folders(tracking_dir: Path) -> list[Path]:
-    """<tracking.dir>/<study>/<trial>/ folders holding a result."""
-    return sorted(p.parent for p in tracking_dir.glob("*/*/result.json"))
+from sweep.tracking import Tracker, read_tracking_record
 
 
 def sync(tracking_dir: Path, mlflow_uri: str) -> dict[str, list[str]]:
     """Upload what is missing; returns {"uploaded": [...], "present": [...], "closed": [...]}."""
+    layout = ResultsLayout.at(tracking_dir)
     trackers: dict[str, Tracker] = {}
     logged: dict[str, dict[str, list]] = {}
     report: dict[str, list[str]] = {"uploaded": [], "present": [], "closed": []}
 
     def tracker_for(experiment: str) -> Tracker:
         if experiment not in trackers:
-            trackers[experiment] = Tracker(mlflow_uri, experiment, tracking_dir / "mlartifacts")
+            trackers[experiment] = Tracker(mlflow_uri, experiment, layout.artifacts)
             logged[experiment] = trackers[experiment].logged_folders()
         return trackers[experiment]
 
-    for folder in trial_folders(tracking_dir):
+    for folder in layout.trial_folders():
         record = read_tracking_record(folder) or {}
         study = record.get("study") or folder.parent.name
         tracker = tracker_for(record.get("experiment") or study)
@@ -56,7 +53,7 @@ def sync(tracking_dir: Path, mlflow_uri: str) -> dict[str, list[str]]:
             baseline_tok_s=record.get("baseline_tok_s"),
         )
         report["uploaded"].append(str(folder))
-    for summary in sorted(tracking_dir.glob("*/summary-*.json")):
+    for summary in layout.summaries():
         data = json.loads(summary.read_text())
         experiment, run_id = data.get("experiment"), data.get("mlflow_parent_run_id")
         if not (experiment and run_id):
@@ -96,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if not tracking_dir.is_dir():
         print(f"error: --tracking-dir {tracking_dir} does not exist", file=sys.stderr)
         return 2
-    uri = args.mlflow_uri or sqlite_uri(tracking_dir / "mlflow.db")
+    uri = args.mlflow_uri or ResultsLayout.at(tracking_dir).mlflow_uri
     report = sync(tracking_dir, uri)
     for folder in report["uploaded"]:
         print(f"uploaded  {folder}")

@@ -26,6 +26,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from harness.layout import sqlite_uri
 from harness.procs import pid_alive
 from harness.redact import redact_url_passwords
 from harness.results import Outcome, TrialResult
@@ -36,10 +37,6 @@ from sweep.config import PARAM_KEYS
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND = "mlflow.experimentKind"
 TRACKING_RECORD = "tracking.json"
-
-
-def sqlite_uri(path: Path) -> str:
-    return f"sqlite:///{path}"
 
 
 def resolve_sqlite_uri(uri: str) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -155,3 +156,35 @@ def test_bad_input_is_refused_with_what_to_change(tmp_path, overrides, message):
     assert message in proc.stdout + proc.stderr
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / STUDY).exists()
     assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_an_invalid_trial_leaves_a_folder_that_sync_restores(tmp_path):
+    # A searched key the space cannot bound (target=...): its only value fails validation when
+    # the trial is composed, after the sweep started.
+    bad = (
+        "search.space.hicache_size.target=benchmark.max_tokens",
+        "search.space.hicache_size.choices=[0]",
+    )
+    results = tmp_path / "results"
+    proc = sweep(
+        results, free_port(), *bad, "search.n_trials=1", "search.baseline=false", "preflight=false"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = results / STUDY / "trial_0000"
+    result = json.loads((folder / "result.json").read_text())
+    assert result["outcome"] == "invalid" and "benchmark.max_tokens=0" in result["error"]
+    assert "max_tokens: 0" in (folder / "config.yaml").read_text()
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    restored = sync("--tracking-dir", str(results), "--mlflow-uri", fresh)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert runs_by_folder(fresh)[str(folder)].data.tags["specsweep.outcome"] == "invalid"
+
+
+def test_a_grace_period_within_one_heartbeat_is_refused_naming_both_keys(tmp_path):
+    port = free_port()
+    proc = sweep(tmp_path, port, "tracking.heartbeat_interval=10", "tracking.grace_period=5")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "tracking.grace_period=5 must exceed tracking.heartbeat_interval=10" in proc.stdout
+    assert "tracking.grace_period=20" in proc.stdout  # the fix
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / STUDY).exists()

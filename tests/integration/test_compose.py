@@ -11,8 +11,8 @@ from omegaconf.errors import ValidationError
 from harness.errors import ConfigError
 from sweep.app import CONF_DIR
 from sweep.config import build_trial_spec, setup_key
-from sweep.space import SearchSpace
-from sweep.sweeper import baseline_overrides
+from sweep.study.baseline import baseline_overrides
+from sweep.study.space import SearchSpace
 
 
 def cfg(*overrides: str):

@@ -8,7 +8,9 @@ from optuna.trial import TrialState
 
 from harness.results import Outcome, RunSummary, TrialResult
 from harness.spec import ServerSpec
-from sweep.search import Candidate, Objective, SearchDriver, candidate_for, predicts_oom
+from sweep.study.candidates import Candidate, candidate_for, predicts_oom
+from sweep.study.driver import SearchDriver
+from sweep.study.objective import Objective
 
 
 def server(steps=3, topk=1, draft=4, mem=0.88, hicache=0, **kw) -> ServerSpec:

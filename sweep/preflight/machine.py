@@ -1,22 +1,12 @@
-"""`python -m sweep.preflight [overrides]`: what would sink an overnight sweep, checked at second 0.
-
-Also run at the start of every `python sweep.py -m` (skip with `preflight=false`). Each check
-prints pass, warn or fail with what to do about it; nothing here starts a server, and on the
-simulator it all takes a couple of seconds.
-"""
+"""Preflight checks of the machine: the engine, the GPUs, host memory and disk, the checkpoints."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import resource
 import shutil
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from omegaconf import DictConfig, OmegaConf
 
 from harness.command import engine_program
@@ -24,26 +14,13 @@ from harness.drafter_gate import drafter_problems
 from harness.errors import ConfigError
 from harness.flags import engine_python, installed_sglang_version, surface_of
 from harness.gpu import gpu_inventory, gpu_processes
-from harness.procs import leftover_pid, port_is_free
+from harness.layout import ResultsLayout
 from harness.sglang import CURRENT, LEGACY
-from sweep.space import SearchSpace
-from sweep.storage import ensure_schema, redact_url
-from sweep.tracking import resolve_sqlite_uri
+from sweep.app import CONF_DIR
+from sweep.preflight.check import Check
+from sweep.study.space import SearchSpace
 
 GIB = 2**30
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # pass | warn | fail
-    message: str
-    fix: str = ""
-
-
-def space_hash(space: DictConfig) -> str:
-    blob = json.dumps(OmegaConf.to_container(space, resolve=True), sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _top(space: SearchSpace, name: str, fallback):
@@ -60,7 +37,7 @@ def _drafter_choices(cfg: DictConfig, space: SearchSpace) -> list[str | None]:
     paths = [cfg.drafter.path]
     for param in space.params.values():
         if param.key == "drafter":
-            conf = Path(__file__).resolve().parent.parent / "conf" / "drafter"
+            conf = Path(CONF_DIR) / "drafter"
             for choice in param.choices:
                 file = conf / f"{choice}.yaml"
                 if file.is_file():
@@ -267,7 +244,7 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
                 cfg.model.path,
                 cfg.drafter.algorithm,
                 "static",
-                Path(cfg.tracking.dir).resolve() / "drafter-checks",
+                ResultsLayout.at(cfg.tracking.dir).drafter_checks,
             )
             if problems:
                 checks.append(
@@ -276,141 +253,3 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
                     )
                 )
     return checks
-
-
-def check_network(cfg: DictConfig) -> Check:
-    host, port = cfg.server.host, cfg.server.port
-    if port_is_free(host, port):
-        return Check("port", "pass", f"{host}:{port} is free")
-    pid_file = Path(cfg.tracking.dir).resolve() / "servers" / f"port-{port}.pid"
-    pid = leftover_pid(pid_file)
-    if pid is not None:
-        return Check(
-            "port",
-            "warn",
-            f"{host}:{port} is held by pid {pid}, a server a crashed sweep left",
-            "nothing: it is stopped before the first launch",
-        )
-    return Check(
-        "port",
-        "fail",
-        f"{host}:{port} is in use by another process",
-        "stop it or choose another port with server.port=<port>",
-    )
-
-
-def check_tracking(cfg: DictConfig) -> list[Check]:
-    checks = []
-    results = Path(cfg.tracking.dir).resolve()
-    try:
-        results.mkdir(parents=True, exist_ok=True)
-        probe = results / ".preflight-write-test"
-        probe.write_text("ok")
-        probe.unlink()
-        checks.append(Check("results dir", "pass", f"{results} is writable"))
-    except OSError as exc:
-        checks.append(
-            Check(
-                "results dir",
-                "fail",
-                f"{results}: {exc.strerror}",
-                "set tracking.dir to a writable folder",
-            )
-        )
-    uri = cfg.tracking.mlflow_uri
-    shown = redact_url(uri)
-    if uri.startswith(("http://", "https://")):
-        try:
-            ok = httpx.get(uri.rstrip("/") + "/health", timeout=5).status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        checks.append(
-            Check(
-                "mlflow",
-                "pass" if ok else "fail",
-                f"{shown} " + ("answers" if ok else "does not answer"),
-                "" if ok else "start the MLflow server or fix tracking.mlflow_uri",
-            )
-        )
-    else:
-        checks.append(Check("mlflow", "pass", redact_url(resolve_sqlite_uri(uri))))
-    checks.append(check_study(cfg))
-    return checks
-
-
-def check_study(cfg: DictConfig) -> Check:
-    import optuna
-
-    storage = resolve_sqlite_uri(cfg.tracking.optuna_storage)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        ensure_schema(storage)
-        study = optuna.load_study(study_name=cfg.search.study_name, storage=storage)
-    except KeyError:
-        return Check("study", "pass", f"new study {cfg.search.study_name!r}")
-    except Exception as exc:  # any storage failure fails the check
-        # The driver's message can quote the URL (password included): redact both.
-        reason = redact_url(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
-        return Check(
-            "study",
-            "fail",
-            f"Optuna storage {redact_url(storage)}: {reason}",
-            "start the database (python -m sweep.services start) or fix tracking.optuna_storage",
-        )
-    n = len(study.get_trials(deepcopy=False))
-    recorded = study.user_attrs.get("space_hash")
-    if recorded is None:
-        return Check("study", "pass", f"{cfg.search.study_name!r} has {n} trials")
-    if recorded != space_hash(cfg.search.space):
-        return Check(
-            "study",
-            "warn",
-            f"{cfg.search.study_name!r} has {n} trials from another search space",
-            "mixing spaces confuses the sampler: use a new search.study_name",
-        )
-    return Check("study", "pass", f"{cfg.search.study_name!r} has {n} trials; same search space")
-
-
-def run(cfg: DictConfig) -> list[Check]:
-    space = SearchSpace.from_config(cfg.search.space)
-    return [
-        check_engine(cfg),
-        *check_gpus(cfg, space),
-        *check_host(cfg, space),
-        *check_paths(cfg, space),
-        check_network(cfg),
-        *check_tracking(cfg),
-    ]
-
-
-def render(checks: list[Check]) -> list[str]:
-    mark = {"pass": "[green]pass[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
-    lines = []
-    for c in checks:
-        line = f"  {mark[c.status]}  {c.name:<12} {c.message}"
-        if c.fix and c.status != "pass":
-            line += f" -> {c.fix}"
-        lines.append(line)
-    return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    from hydra import compose, initialize_config_dir
-
-    from sweep.app import CONF_DIR
-    from sweep.console import console
-
-    overrides = sys.argv[1:] if argv is None else argv
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    checks = run(cfg)
-    console.print(f"preflight for study {cfg.search.study_name} (engine={cfg.engine.name})")
-    for line in render(checks):
-        console.print(line, soft_wrap=True)
-    failed = [c for c in checks if c.status == "fail"]
-    console.print("[red]not ready: fix the failures above[/]" if failed else "[green]ready[/]")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,6 +5,12 @@ every worker (`python sweep.py -m` on this node or another) asks for trials from
 heartbeat makes a worker's death visible: each running trial beats every `heartbeat_interval`
 seconds, and a trial silent for `grace_period` is failed by whichever worker looks next
 (`fail_stale`, before every ask) and re-queued with the same parameters for another worker.
+
+Optuna's private API is used here and nowhere else: ask-and-tell has no public way to start a
+trial's heartbeat (`study.optimize` does it internally through `optuna.storages._heartbeat`), to
+read a live trial's system attrs (where the retry callback notes `failed_trial`), or to hand the
+retry callback a re-read trial. Those calls need `study._storage` and `trial._trial_id`; keeping
+them in one module means an Optuna upgrade that changes them breaks one file, not three.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages._heartbeat import get_heartbeat_thread
+from optuna.storages._heartbeat import get_heartbeat_thread  # private: see the docstring
+from optuna.trial import FrozenTrial
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from harness.errors import ConfigError
@@ -45,19 +52,37 @@ def ensure_schema(url: str, attempts: int = 5) -> None:
             time.sleep(0.3 * (attempt + 1))
 
 
-def open_storage(cfg: DictConfig) -> str | RDBStorage:
-    """The study's storage: an RDBStorage with heartbeats when configured, else the URL."""
-    url = resolve_sqlite_uri(cfg.tracking.optuna_storage)
-    ensure_schema(url)
-    interval = cfg.tracking.heartbeat_interval
+def grace_period(tracking: DictConfig) -> int | None:
+    """Seconds a trial may be silent before another worker fails it (None: no heartbeats).
+
+    Raises ConfigError, naming both keys and the fix, when the grace period would not outlast
+    one beat: checked when the sweep is planned, before anything starts."""
+    interval = tracking.heartbeat_interval
     if interval is None:
-        return url
-    grace = cfg.tracking.grace_period or 2 * interval
+        return None
+    if interval <= 0:
+        raise ConfigError(
+            f"tracking.heartbeat_interval={interval}: must be > 0 seconds (or null: no heartbeats)."
+        )
+    grace = tracking.grace_period or 2 * interval
     if grace <= interval:
         raise ConfigError(
             f"tracking.grace_period={grace} must exceed tracking.heartbeat_interval={interval}: "
-            "a live trial would be failed between two beats."
+            "a live trial would be failed between two beats. Set tracking.grace_period above "
+            f"{interval}, e.g. tracking.grace_period={2 * interval}, or leave it unset (twice the "
+            "interval)."
         )
+    return int(grace)
+
+
+def open_storage(cfg: DictConfig) -> str | RDBStorage:
+    """The study's storage: an RDBStorage with heartbeats when configured, else the URL."""
+    url = resolve_sqlite_uri(cfg.tracking.optuna_storage)
+    grace = grace_period(cfg.tracking)
+    ensure_schema(url)
+    interval = cfg.tracking.heartbeat_interval
+    if grace is None:
+        return url
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return RDBStorage(
@@ -65,7 +90,7 @@ def open_storage(cfg: DictConfig) -> str | RDBStorage:
             # pre_ping: a worker idle for hours finds its pooled connections closed by the server
             engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
             heartbeat_interval=int(interval),
-            grace_period=int(grace),
+            grace_period=grace,
             heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(
                 max_retry=cfg.tracking.max_retry
             ),
@@ -99,3 +124,13 @@ def stale_callback(study: optuna.Study) -> Any:
     """The storage's retry callback, for trials failed outside the heartbeat (fail_orphans)."""
     getter = getattr(study._storage, "get_heartbeat_stale_trial_callback", None)
     return getter() if getter else None
+
+
+def stored_trial(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> FrozenTrial:
+    """The trial as the storage has it now (a live Trial's system attrs, a re-read state)."""
+    return study._storage.get_trial(trial._trial_id)
+
+
+def retried_from(study: optuna.Study, trial: optuna.Trial) -> int | None:
+    """The number of the failed trial this one re-runs (set by the heartbeat's retry callback)."""
+    return stored_trial(study, trial).system_attrs.get("failed_trial")

@@ -8,6 +8,8 @@ they are derived, not sampled. Only valid combinations reach a server.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,15 +18,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
 from harness.sglang import draft_tree_capacity, forced_draft_tokens
+from sweep import labels
+from sweep.labels import DRAFT, STEPS, TOPK
 from sweep.schema import ServerConfig
 
 _SERVER_KEYS = set(ServerConfig.__dataclass_fields__)
-
-STEPS, TOPK, DRAFT = (
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-)
+__all__ = ["DRAFT", "STEPS", "TOPK", "Param", "SearchSpace", "space_hash"]
 TYPES = ("int", "float", "categorical")
 # What SGLang (and harness.spec) accepts for each searchable server knob: a space reaching past
 # these would only produce invalid trials, so it is refused before the sweep starts.
@@ -159,11 +158,10 @@ class SearchSpace:
         return out
 
     def describe(self, values: dict[str, Any]) -> str:
-        short = {
-            STEPS: "steps",
-            TOPK: "topk",
-            DRAFT: "draft",
-            "mem_fraction_static": "mem",
-            "hicache_size": "hicache",
-        }
-        return " ".join(f"{short.get(k, k)}={v}" for k, v in values.items())
+        return labels.describe(values)
+
+
+def space_hash(space: DictConfig) -> str:
+    """The declared space as a short hash: a study records it, preflight warns when it changes."""
+    blob = json.dumps(OmegaConf.to_container(space, resolve=True), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

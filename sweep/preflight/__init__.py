@@ -1,0 +1,49 @@
+"""`python -m sweep.preflight [overrides]`: what would sink an overnight sweep, checked at second 0.
+
+Also run at the start of every `python sweep.py -m` (skip with `preflight=false`). Each check
+prints pass, warn or fail with what to do about it; nothing here starts a server, and on the
+simulator it all takes a couple of seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from omegaconf import DictConfig
+
+from sweep.preflight.check import Check, render
+from sweep.preflight.machine import check_engine, check_gpus, check_host, check_paths
+from sweep.preflight.stores import check_network, check_tracking
+from sweep.study.space import SearchSpace
+
+__all__ = ["Check", "main", "render", "run"]
+
+
+def run(cfg: DictConfig) -> list[Check]:
+    space = SearchSpace.from_config(cfg.search.space)
+    return [
+        check_engine(cfg),
+        *check_gpus(cfg, space),
+        *check_host(cfg, space),
+        *check_paths(cfg, space),
+        check_network(cfg),
+        *check_tracking(cfg),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hydra import compose, initialize_config_dir
+
+    from sweep.app import CONF_DIR
+    from sweep.console import console
+
+    overrides = sys.argv[1:] if argv is None else argv
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    checks = run(cfg)
+    console.print(f"preflight for study {cfg.search.study_name} (engine={cfg.engine.name})")
+    for line in render(checks):
+        console.print(line, soft_wrap=True)
+    failed = [c for c in checks if c.status == "fail"]
+    console.print("[red]not ready: fix the failures above[/]" if failed else "[green]ready[/]")
+    return 1 if failed else 0

@@ -1,0 +1,7 @@
+"""`python -m sweep.preflight [overrides]`."""
+
+import sys
+
+from sweep.preflight import main
+
+sys.exit(main())

@@ -1,0 +1,117 @@
+"""The no-speculation baseline: measured once per study, reused after, re-checked for drift.
+
+The baseline depends on the setup (`SweepPlan.setup_key`: engine, model, hardware, benchmark,
+the fixed server knobs), not on the searched values, so a study stores one per setup in its user
+attrs and every later sweep or worker reuses it. Workers starting together claim it (`Claims`):
+one measures, the others wait for its result. At the end it is measured again, so a machine that
+drifted during the sweep is reported rather than folded into the speedups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.layout import stamp
+from harness.results import Outcome, TrialResult
+from sweep.console import console
+from sweep.study.session import CLAIM_POLL_S, StudySession
+
+_BASELINE_KEYS = ("drafter", "server.speculative_")
+
+
+def _override_key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def baseline_overrides(arguments: Sequence[str], name: str) -> list[str]:
+    """The user's overrides without speculation: the drafter and its knobs go, drafter=none."""
+    kept = [a for a in arguments if not _override_key(a).startswith(_BASELINE_KEYS)]
+    return [*kept, "drafter=none", f"trial.name={name}", "trial.role=baseline"]
+
+
+class Baseline:
+    def __init__(self, session: StudySession):
+        self.session = session
+        self.attr = f"baseline.{session.plan.setup_key}"
+        self.result: TrialResult | None = None
+        self.recheck_result: TrialResult | None = None
+
+    @property
+    def tok_s(self) -> float | None:
+        if self.result is None or self.result.outcome is not Outcome.OK:
+            return None
+        return self.result.metrics.get("tok_s")
+
+    def measure_or_reuse(self) -> TrialResult | None:
+        """Once per study: the worker that claims it measures, the others wait and reuse it."""
+        if not self.session.cfg.search.baseline:
+            return None
+        claims = self.session.claims
+        announced = False
+        while True:
+            reused = self._stored()
+            if reused is not None:
+                self.result = reused
+                return reused
+            if claims.try_claim(self.attr):
+                try:
+                    self.result = self._reused_or_measured()
+                    return self.result
+                finally:
+                    claims.release(self.attr)
+            if not announced:
+                console.print("[bold][baseline][/bold] another worker is measuring it; waiting")
+                announced = True
+            self.session.sleep(CLAIM_POLL_S)
+
+    def recheck(self) -> None:
+        """Measure it again at the end; the summary reports the drift."""
+        session = self.session
+        if not (session.cfg.search.remeasure_baseline and self.tok_s and session.results):
+            return
+        session.header("baseline re-check", "", "speculation off, to detect drift")
+        name = f"baseline_{session.plan.setup_key}_recheck_{stamp()}"
+        self.recheck_result = self._run(name)
+
+    def _stored(self) -> TrialResult | None:
+        stored = self.session.study.user_attrs.get(self.attr)
+        if not stored:
+            return None
+        if (Path(stored["folder"]) / "result.json").is_file():
+            result = TrialResult.read(Path(stored["folder"]))
+        elif "result" in stored:  # measured on another node: its folder is not here
+            result = TrialResult.from_dict(stored["result"])
+        else:
+            return None
+        console.print(
+            "[bold][baseline][/bold] reusing the study's baseline: "
+            f"{result.metrics['tok_s']:.1f} tok/s ({result.folder})",
+            soft_wrap=True,
+        )
+        return result
+
+    def _reused_or_measured(self) -> TrialResult:
+        reused = self._stored()  # told just before its claim was released?
+        if reused is not None:
+            return reused
+        session = self.session
+        session.header("baseline", "", "speculation off")
+        result = self._run(f"baseline_{session.plan.setup_key}")
+        if result.outcome is not Outcome.OK:
+            console.print("[red]the baseline failed: trials run on, without speedups.[/red]")
+            if session.plan.objective.name == "speedup":
+                raise SystemExit("search.objective=speedup cannot be computed without a baseline")
+            return result
+        session.study.set_user_attr(
+            self.attr,
+            {"folder": result.folder, "tok_s": result.metrics["tok_s"], "result": result.to_dict()},
+        )
+        return result
+
+    def _run(self, name: str) -> TrialResult:
+        session = self.session
+        result = session.launch(baseline_overrides(session.plan.arguments, name), name)
+        session.log(result, baseline_tok_s=None)
+        session.reporter(name).trial_done(result, None)
+        return result

@@ -1,0 +1,125 @@
+"""Opening a sweep's stores: MLflow, the Optuna study, the claims; refusing with a reason.
+
+A store that does not answer stops the sweep before any launch (exit code 2) with what to start
+or fix, rather than sweeping untracked. A study that optimises another objective is refused too:
+its values could not be compared with this sweep's.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import warnings
+
+import optuna
+from mlflow.exceptions import MlflowException
+from omegaconf import DictConfig
+from sqlalchemy.exc import SQLAlchemyError
+
+from harness.layout import ResultsLayout
+from sweep.console import console
+from sweep.study.claims import Claims
+from sweep.study.driver import SearchDriver
+from sweep.study.objective import Objective
+from sweep.study.space import space_hash
+from sweep.study.storage import (
+    grace_period,
+    open_storage,
+    redact_url,
+    stale_callback,
+    storage_url,
+)
+from sweep.tracking import Tracker, resolve_sqlite_uri
+
+LOCAL_LEASE_S = 600.0  # claims without heartbeats (sqlite): a dead sweep's expire after this
+
+
+def open_tracker(cfg: DictConfig) -> Tracker:
+    try:
+        return Tracker(
+            resolve_sqlite_uri(cfg.tracking.mlflow_uri),
+            cfg.tracking.experiment,
+            ResultsLayout.at(cfg.tracking.dir).artifacts,
+        )
+    except Exception as exc:  # before any launch: refuse rather than sweep untracked
+        detail = str(exc).splitlines()[0] if isinstance(exc, MlflowException) else ""
+        console.print(
+            f"[red]error:[/red] MLflow at {redact_url(cfg.tracking.mlflow_uri)} does not "
+            f"answer ({type(exc).__name__}{': ' + redact_url(detail)[:300] if detail else ''})"
+            ". Start the tracking server or fix tracking.mlflow_uri.",
+            soft_wrap=True,
+        )
+        raise SystemExit(2) from None
+
+
+def make_sampler(cfg: DictConfig) -> optuna.samplers.BaseSampler:
+    sampler = cfg.search.sampler
+    if sampler.name == "random":
+        return optuna.samplers.RandomSampler(seed=cfg.search.seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=cfg.search.seed,
+            n_startup_trials=sampler.n_startup_trials,
+            multivariate=True,
+            group=True,  # draft tokens exist only when topk > 1: a conditional space
+            constant_liar=True,
+        )
+
+
+def open_study(cfg: DictConfig, objective: Objective) -> tuple[optuna.Study, str]:
+    """The study (created or loaded) and its storage URL."""
+    try:
+        storage = open_storage(cfg)
+        study = optuna.create_study(
+            study_name=cfg.search.study_name,
+            storage=storage,
+            sampler=make_sampler(cfg),
+            directions=objective.directions,
+            load_if_exists=True,
+        )
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        reason = redact_url(str(exc).strip().splitlines()[0])
+        console.print(
+            f"[red]error:[/red] cannot open the Optuna storage "
+            f"{redact_url(cfg.tracking.optuna_storage)}: {reason}. Start it (python -m "
+            "sweep.services start) or fix tracking.optuna_storage.",
+            soft_wrap=True,
+        )
+        raise SystemExit(2) from None
+    recorded = study.user_attrs.get("objective", cfg.search.objective)
+    if recorded != cfg.search.objective or len(study.directions) != len(objective.directions):
+        console.print(
+            f"[red]error:[/red] study {cfg.search.study_name!r} optimises {recorded}; its "
+            f"values cannot mix with {cfg.search.objective}. Choose a new search.study_name."
+        )
+        raise SystemExit(2)
+    study.set_user_attr("objective", cfg.search.objective)
+    if "space_hash" not in study.user_attrs:  # preflight warns when a later sweep differs
+        study.set_user_attr("space_hash", space_hash(cfg.search.space))
+    return study, storage_url(storage)
+
+
+def open_claims(cfg: DictConfig, url: str) -> Claims:
+    """This worker's leases, kept alive every heartbeat (every 30 s without heartbeats)."""
+    interval = cfg.tracking.heartbeat_interval
+    grace = grace_period(cfg.tracking)
+    claims = Claims(
+        url,
+        cfg.search.study_name,
+        owner=f"{socket.gethostname()}:{os.getpid()}",
+        lease_s=float(grace) if grace is not None else LOCAL_LEASE_S,
+    )
+    claims.start(interval_s=float(interval or 30))
+    return claims
+
+
+def close_orphans(study: optuna.Study, driver: SearchDriver, tracker: Tracker) -> None:
+    """What a crashed sweep on this host left RUNNING: its trials failed, its parent run killed."""
+    orphans = driver.fail_orphans(stale_callback(study))
+    killed = tracker.close_orphan_sweeps()
+    if orphans or killed:
+        console.print(
+            f"[yellow]a crashed sweep left {len(orphans)} trial(s) running "
+            f"({', '.join(f'#{n}' for n in orphans) or '-'}): marked failed.[/yellow]"
+        )

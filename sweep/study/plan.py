@@ -1,0 +1,22 @@
+"""What the sweeper settled before anything started: the typed settings a study runs with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sweep.study.objective import Objective
+from sweep.study.space import SearchSpace
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    arguments: tuple[str, ...]  # the user's overrides, passed on to every job
+    space: SearchSpace
+    objective: Objective
+    setup_key: str  # what a measurement depends on besides the searched values (config.setup_key)
+    gpus: tuple[str, ...]  # this worker's GPUs
+    slots: int  # trials side by side, each on model.tp of the GPUs
+
+    @property
+    def parallel(self) -> bool:
+        return self.slots > 1

@@ -1,0 +1,175 @@
+"""One `python sweep.py -m`: baseline, trials, re-check, summary.
+
+Order: open MLflow and the study (failing trials a crashed sweep left RUNNING) -> banner ->
+the MLflow parent run -> the baseline, measured once per study or reused (`baseline`) -> the
+trials (`trials`: ask, skip what the study knows, launch with an early-stop bound, tell) -> the
+baseline re-measured for drift -> the summary (`sweep.summary`), whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from pathlib import Path
+
+import optuna
+from omegaconf import DictConfig
+
+from harness.errors import MachineNotReady
+from harness.layout import stamp
+from harness.results import TrialResult
+from sweep.console import console
+from sweep.jobs import Jobs
+from sweep.slots import SlotPool
+from sweep.study import opening
+from sweep.study.baseline import Baseline
+from sweep.study.driver import SearchDriver
+from sweep.study.plan import SweepPlan
+from sweep.study.session import StudySession
+from sweep.study.storage import redact_url
+from sweep.study.trials import TrialLoop
+from sweep.summary import SweepOutcome, finish
+
+_FINISHED = (
+    optuna.trial.TrialState.COMPLETE,
+    optuna.trial.TrialState.FAIL,
+    optuna.trial.TrialState.PRUNED,
+)
+
+
+class StudyRun:
+    def __init__(self, cfg: DictConfig, plan: SweepPlan, jobs: Jobs):
+        self.cfg = cfg
+        self.plan = plan
+        self.jobs = jobs
+        self.study_dir = Path(cfg.hydra.sweep.dir).resolve()
+        self.started = time.monotonic()
+        self.pool: SlotPool | None = None
+        if plan.parallel:
+            self.pool = SlotPool(
+                list(plan.gpus),
+                cfg.model.tp,
+                plan.slots,
+                Path(cfg.worker.lock_dir),
+                cfg.server.host,
+                cfg.server.port,
+                cfg.engine.stop_grace_s,
+            )
+
+    @property
+    def simulated(self) -> bool:
+        return self.cfg.engine.name == "sim"
+
+    def execute(self) -> list[TrialResult]:
+        cfg = self.cfg
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        logging.getLogger("mlflow").setLevel(logging.WARNING)  # no migration chatter
+        tracker = opening.open_tracker(cfg)
+        study, storage_url = opening.open_study(cfg, self.plan.objective)
+        driver = SearchDriver(study, self.plan.objective)
+        claims = opening.open_claims(cfg, storage_url)
+        opening.close_orphans(study, driver, tracker)
+        for params in cfg.search.enqueue:
+            study.enqueue_trial(dict(params), skip_if_exists=True)
+        self._banner(study)
+        parent = tracker.start_sweep(
+            f"sweep-{stamp()}",
+            tags=self._sweep_tags(storage_url),
+            params=self._sweep_params(),
+        )
+        session = StudySession(
+            cfg=cfg,
+            plan=self.plan,
+            jobs=self.jobs,
+            study=study,
+            driver=driver,
+            claims=claims,
+            tracker=tracker,
+            parent_run_id=parent,
+            study_dir=self.study_dir,
+            pool=self.pool,
+        )
+        baseline = Baseline(session)
+        trials = TrialLoop(session, baseline)
+        status = "FAILED"
+        try:
+            baseline.measure_or_reuse()
+            trials.run()
+            baseline.recheck()
+            status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            console.print(
+                "[yellow]interrupted: the server was stopped; results so far are kept.[/]"
+            )
+            raise
+        except MachineNotReady as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise SystemExit(1) from None
+        finally:
+            done = SweepOutcome(
+                status=status,
+                results=list(session.results),
+                baseline=baseline.result,
+                recheck=baseline.recheck_result,
+                total_s=time.monotonic() - self.started,
+                trials_wall_s=trials.wall_s,
+                slots=self.plan.slots,
+            )
+            finish(
+                cfg, done, study, self.plan.objective, tracker, parent, self.study_dir, storage_url
+            )
+            claims.close()
+        return session.results
+
+    def _banner(self, study: optuna.Study) -> None:
+        cfg = self.cfg
+        done = len(study.get_trials(deepcopy=False, states=_FINISHED))
+        console.rule(f"specsweep · study {cfg.search.study_name}")
+        if self.simulated:
+            console.print(
+                "[bold yellow]SIMULATED[/] (engine=sim: numbers come from a performance model, "
+                "not hardware)"
+            )
+        else:
+            console.print(f"engine={cfg.engine.name}")
+        console.print(
+            f"model {cfg.model.name} (TP {cfg.model.tp}) on {cfg.hardware.gpus}x {cfg.hardware.gpu}"
+            f"; drafter {cfg.drafter.name}; objective: {', '.join(self.plan.objective.labels)}"
+        )
+        console.print(
+            f"{cfg.search.n_trials} trials + baseline; {cfg.benchmark.warmup} warm-up + "
+            f"{cfg.benchmark.runs} runs x {cfg.benchmark.requests_per_run} requests of up to "
+            f"{cfg.benchmark.max_tokens} tokens"
+            + (f"; the study already has {done} trials" if done else "")
+        )
+        if self.pool is not None:
+            groups = "; ".join(",".join(g) for g in self.pool.groups)
+            console.print(f"{self.plan.slots} GPU slots side by side (GPUs {groups})")
+        console.print(f"results in {self.study_dir}", soft_wrap=True)
+
+    def _sweep_tags(self, storage_url: str) -> dict[str, str]:
+        cfg = self.cfg
+        return {
+            "specsweep.engine": cfg.engine.name,
+            "specsweep.simulated": str(self.simulated).lower(),
+            "specsweep.study": cfg.search.study_name,
+            "specsweep.worker_host": socket.gethostname(),
+            "specsweep.worker_pid": str(SearchDriver.worker()["pid"]),
+            "specsweep.optuna_storage": redact_url(storage_url),
+            "specsweep.slots": str(self.plan.slots),
+        }
+
+    def _sweep_params(self) -> dict[str, object]:
+        cfg = self.cfg
+        return {
+            "n_trials": cfg.search.n_trials,
+            "sampler": cfg.search.sampler.name,
+            "seed": cfg.search.seed,
+            "objective": cfg.search.objective,
+            "space": json.dumps(
+                {k: v.__dict__ for k, v in self.plan.space.params.items()}, default=str
+            ),
+        }

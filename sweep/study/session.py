@@ -1,0 +1,86 @@
+"""What the steps of one sweep share: the study and its stores, the GPU slots, the results."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+from omegaconf import DictConfig
+
+from harness.results import TrialResult
+from sweep.console import ConsoleReporter
+from sweep.jobs import Jobs
+from sweep.slots import SlotPool
+from sweep.study.claims import Claims
+from sweep.study.driver import SearchDriver
+from sweep.study.plan import SweepPlan
+from sweep.tracking import Tracker
+
+CLAIM_POLL_S = 0.5  # how often a worker waiting for another's evaluation looks again
+
+
+@dataclass
+class StudySession:
+    cfg: DictConfig
+    plan: SweepPlan
+    jobs: Jobs
+    study: optuna.Study
+    driver: SearchDriver
+    claims: Claims
+    tracker: Tracker
+    parent_run_id: str
+    study_dir: Path
+    pool: SlotPool | None  # None: one trial at a time
+    stopping: threading.Event = field(default_factory=threading.Event)  # Ctrl-C / SIGTERM
+    results: list[TrialResult] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # results across slot threads
+
+    @property
+    def simulated(self) -> bool:
+        return self.cfg.engine.name == "sim"
+
+    @property
+    def study_name(self) -> str:
+        return str(self.cfg.search.study_name)
+
+    def reporter(self, name: str) -> ConsoleReporter:
+        """Trials side by side interleave their lines: then each line names its trial."""
+        return ConsoleReporter(self.simulated, prefix=name if self.pool is not None else None)
+
+    def header(self, label: str, name: str, description: str, eta_s: float | None = None):
+        ConsoleReporter(self.simulated).trial_header(label, name, description, eta_s)
+
+    def launch(self, overrides: list[str], name: str) -> TrialResult:
+        """One job, here or in a GPU slot (its GPUs, port and pid file) beside other trials."""
+        if self.pool is None:
+            return self.jobs.run(overrides, self.reporter(name))
+        with self.pool.slot() as slot:
+            if self.stopping.is_set():
+                raise KeyboardInterrupt("the sweep is stopping")
+            placed = [
+                *overrides,
+                f"server.port={slot.port}",
+                f"trial.gpus='{slot.cuda_visible_devices}'",
+                f"trial.pid_file={slot.pid_file}",
+            ]
+            return self.jobs.run(placed, self.reporter(name))
+
+    def keep(self, result: TrialResult) -> None:
+        with self.lock:
+            self.results.append(result)
+
+    def log(self, result: TrialResult, baseline_tok_s: float | None) -> str | None:
+        """The trial's MLflow child run under this sweep's parent (None: MLflow is down)."""
+        return self.tracker.log_trial(
+            result,
+            parent_run_id=self.parent_run_id,
+            study=self.study_name,
+            baseline_tok_s=baseline_tok_s,
+        )
+
+    def sleep(self, seconds: float) -> None:
+        """Wait, unless the sweep is stopping: then unwind like Ctrl-C."""
+        if self.stopping.wait(seconds):
+            raise KeyboardInterrupt("the sweep is stopping")

@@ -1,0 +1,218 @@
+"""The trials of a sweep: ask Optuna, skip what the study knows, launch, tell.
+
+One trial: ask -> suggest the values -> compose the job and derive its candidate -> verdict (a
+duplicate or predicted OOM is recorded, not launched; a candidate another worker is evaluating is
+waited for) -> launch with an early-stop bound -> log to MLflow -> tell Optuna -> release the
+claim. One loop takes trials until `search.n_trials` are done; with GPU slots one loop runs per
+slot, side by side, each asking for its own trials.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+import optuna
+
+from harness.errors import ConfigError
+from harness.results import Outcome, TrialResult
+from harness.server import stop_all
+from sweep.config import build_trial_spec
+from sweep.console import console
+from sweep.study import records, storage
+from sweep.study.baseline import Baseline
+from sweep.study.candidates import Candidate, candidate_for
+from sweep.study.driver import SearchDriver, Verdict
+from sweep.study.session import CLAIM_POLL_S, StudySession
+
+MAX_CONSECUTIVE_ERRORS = 3
+
+
+class TrialLoop:
+    def __init__(self, session: StudySession, baseline: Baseline):
+        self.session = session
+        self.baseline = baseline
+        self.wall_s: float | None = None  # the trials' wall time, once they ran
+        self._lock = threading.Lock()  # the index, the walls and the error count across slots
+        self._ask_lock = threading.Lock()
+        self._next_index, self._walls, self._errors = 0, [], 0
+
+    def run(self) -> None:
+        started = time.monotonic()
+        try:
+            if self.session.pool is None:
+                self._loop()
+            else:
+                self._side_by_side()
+        finally:
+            self.wall_s = time.monotonic() - started
+
+    # -- the loops -----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        """Take the next trial until n_trials are done; one loop per GPU slot."""
+        session = self.session
+        n, slots = session.cfg.search.n_trials, session.plan.slots
+        while not session.stopping.is_set():
+            with self._lock:
+                self._next_index += 1
+                index, walls = self._next_index, list(self._walls)
+            if index > n:
+                return
+            eta = (sum(walls) / len(walls)) * (n - index + 1) / slots if walls else None
+            started = time.monotonic()
+            result = self._trial(index, n, eta)
+            with self._lock:
+                if result.outcome not in records.NOT_LAUNCHED:
+                    self._walls = [*walls, time.monotonic() - started]
+                self._errors = self._errors + 1 if result.outcome is Outcome.ERROR else 0
+            if self._errors >= MAX_CONSECUTIVE_ERRORS:
+                console.print(
+                    f"[red]{self._errors} trials in a row failed inside specsweep itself; "
+                    f"stopping. Last error: {result.error}[/red]"
+                )
+                session.stopping.set()
+                raise SystemExit(1)
+
+    def _side_by_side(self) -> None:
+        slots = self.session.plan.slots
+        with ThreadPoolExecutor(slots, thread_name_prefix="slot") as threads:
+            pending = {threads.submit(self._loop) for _ in range(slots)}
+            failed: BaseException | None = None
+            try:
+                while pending and failed is None:
+                    # Short waits: the main thread must stay free to take Ctrl-C / SIGTERM.
+                    done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+                    failed = next((f.exception() for f in done if f.exception()), None)
+            except BaseException:
+                self._stop_slots(pending)
+                raise
+            if failed is not None:
+                self._stop_slots(pending)
+                raise failed
+
+    def _stop_slots(self, pending) -> None:
+        self.session.stopping.set()
+        stop_all()  # slot threads see their servers gone and record the interruption
+        wait(pending)
+
+    # -- one trial -----------------------------------------------------------------------------
+    def _trial(self, index: int, n: int, eta: float | None) -> TrialResult:
+        study = self.session.study
+        # One ask at a time in this worker: sqlite has no SELECT ... FOR UPDATE, so two threads
+        # could both pop the same queued trial (PostgreSQL locks the row across workers).
+        with self._ask_lock:
+            storage.fail_stale(study)  # a dead worker's trials: failed and queued again for us
+            trial = study.ask()
+        with storage.heartbeat(study, trial):
+            return self._run_trial(trial, index, n, eta)
+
+    def _run_trial(self, trial: optuna.Trial, index: int, n: int, eta: float | None):
+        session, space = self.session, self.session.plan.space
+        trial.set_user_attr("worker", SearchDriver.worker())
+        values = space.suggest(trial)
+        name = f"trial_{trial.number:04d}"
+        folder = session.study_dir / name
+        retried = storage.retried_from(session.study, trial)
+        note = f"  [dim](retry of trial_{retried:04d})[/dim]" if retried is not None else ""
+        session.header(f"{index}/{n}", name, space.describe(values) + note, eta)
+        overrides = [
+            *session.plan.arguments,
+            *space.overrides(values),
+            f"trial.name={name}",
+            f"trial.number={trial.number}",
+            "trial.role=trial",
+        ]
+        candidate: Candidate | None = None
+        source = job_cfg = claimed = None
+        try:
+            job_cfg = session.jobs.compose(overrides)
+            spec = build_trial_spec(job_cfg)
+            candidate = candidate_for(spec.server, session.plan.setup_key)
+            verdict = self._verdict_or_claim(candidate, trial.number, name)
+            source = verdict.source
+            if verdict.launch:
+                claimed = candidate.key
+                result = session.launch(overrides + self._early_stop_overrides(), name)
+                if session.stopping.is_set() and result.outcome is not Outcome.OK:
+                    result.outcome, result.error = Outcome.INTERRUPTED, "the sweep was stopped"
+            else:
+                assert source is not None
+                result = records.known_result(folder, job_cfg, spec.params, verdict.action, source)
+        except ConfigError as exc:
+            engine = str(session.cfg.engine.name)
+            result = records.invalid_result(folder, job_cfg, engine, dict(values), str(exc))
+        except BaseException:
+            trial.set_user_attr("outcome", str(Outcome.INTERRUPTED))
+            session.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            if claimed:
+                session.claims.release(claimed)
+            self._record_interrupted(folder)
+            raise
+        result.number = trial.number
+        session.keep(result)
+        run_id = session.log(result, self.baseline.tok_s)
+        trial.set_user_attr("folder", result.folder)
+        trial.set_user_attr("mlflow_run_id", run_id)
+        trial.set_user_attr("effective", result.effective)
+        # Told before the claim goes: a waiting worker then finds the result, never neither.
+        session.driver.tell(trial, candidate, result, self.baseline.tok_s, source)
+        if claimed:
+            session.claims.release(claimed)
+        session.reporter(name).trial_done(result, self.baseline.tok_s)
+        if result.outcome is Outcome.INTERRUPTED:
+            raise KeyboardInterrupt("the sweep was stopped")
+        return result
+
+    def _verdict_or_claim(self, candidate: Candidate, number: int, name: str) -> Verdict:
+        """Skip what the study knows; launch only what this worker claimed; else wait.
+
+        Another worker (or slot) evaluating the same candidate holds its claim: wait for its
+        result, which then makes this trial a duplicate. If that evaluation fails, or its worker
+        dies (the lease expires), this trial claims the candidate and launches it.
+        """
+        driver, claims = self.session.driver, self.session.claims
+        announced = False
+        while True:
+            verdict = driver.verdict(candidate)
+            if not verdict.launch:
+                return verdict
+            if claims.try_claim(candidate.key, number):
+                verdict = driver.verdict(candidate)  # told just before it was released?
+                if not verdict.launch:
+                    claims.release(candidate.key)
+                return verdict
+            if not announced:
+                holder = claims.holder(candidate.key) or {}
+                other = f"trial_{holder['trial']:04d}" if holder.get("trial") is not None else "?"
+                console.print(
+                    f"    {name}: same configuration as {other}, being evaluated "
+                    f"({holder.get('owner', 'another worker')}); waiting for its result"
+                )
+                announced = True
+            self.session.sleep(CLAIM_POLL_S)
+
+    def _record_interrupted(self, folder) -> None:
+        """The trial folder says what was measured before the interruption; MLflow gets it too."""
+        result = records.interrupted_result(folder)
+        if result is None:
+            return
+        self.session.keep(result)
+        self.session.log(result, self.baseline.tok_s)
+
+    def _early_stop_overrides(self) -> list[str]:
+        cfg = self.session.cfg
+        if not cfg.search.prune:
+            return []
+        below = self.session.driver.prune_below()
+        if below is None:
+            return []
+        metric, level = self.session.plan.objective.run_metric()
+        if level is None:
+            levels = list(cfg.benchmark.concurrency)
+            level = 1 if 1 in levels else levels[0]
+        return [
+            f"trial.prune_below={below:.4f}",
+            f"trial.prune_metric={metric}",
+            f"trial.prune_concurrency={level}",
+        ]

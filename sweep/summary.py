@@ -1,0 +1,143 @@
+"""A sweep's close: the table and verdict on the console, summary-<time>.json, the parent run.
+
+The summary file is written before MLflow hears of it: `python -m sweep.sync` closes a parent
+run that a dead tracking store left open from this file (its `mlflow_parent_run_id`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from omegaconf import DictConfig
+
+from harness.layout import ResultsLayout
+from harness.results import Outcome, TrialResult
+from sweep.console import console, summary_lines, summary_table, wall_time_line
+from sweep.study.objective import Objective
+from sweep.study.records import NOT_LAUNCHED
+from sweep.study.storage import redact_url
+from sweep.tracking import Tracker, resolve_sqlite_uri
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What a sweep did, for its summary."""
+
+    status: str  # FINISHED | FAILED | KILLED
+    results: list[TrialResult]
+    baseline: TrialResult | None
+    recheck: TrialResult | None
+    total_s: float  # the whole sweep's wall time
+    trials_wall_s: float | None
+    slots: int
+
+
+def pareto_lines(study: optuna.Study, objective: Objective) -> str:
+    front = [t for t in study.best_trials if t.user_attrs.get("outcome") == Outcome.OK]
+    rows = [
+        f"  trial_{t.number:04d}: "
+        + ", ".join(f"{label} {v:.1f}" for label, v in zip(objective.labels, t.values, strict=True))
+        for t in sorted(front, key=lambda t: t.values[0], reverse=True)
+    ]
+    return "\n[bold]Pareto front[/bold] (no trial is better on both):\n" + "\n".join(
+        rows or ["  (empty)"]
+    )
+
+
+def sweep_metrics(done: SweepOutcome, metrics: dict[str, float]) -> dict[str, float]:
+    """The parent run's metrics: the verdict's numbers and what the sweep launched."""
+    results = done.results
+    metrics.update(
+        n_trials=float(len(results)),
+        n_launched=float(sum(r.outcome not in NOT_LAUNCHED for r in results)),
+        n_oom=float(sum(r.outcome is Outcome.OOM for r in results)),
+        slots=float(done.slots),
+    )
+    if done.trials_wall_s is not None:
+        metrics["trials_wall_s"] = done.trials_wall_s
+    return metrics
+
+
+def write_summary(
+    path: Path, cfg: DictConfig, done: SweepOutcome, parent: str | None, metrics: dict
+) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "status": done.status,
+        "experiment": cfg.tracking.experiment,
+        "mlflow_parent_run_id": parent,  # python -m sweep.sync closes it
+        "simulated": cfg.engine.name == "sim",
+        "objective": cfg.search.objective,
+        "baseline": done.baseline.to_dict() if done.baseline else None,
+        "baseline_recheck": done.recheck.to_dict() if done.recheck else None,
+        "metrics": metrics,
+        "trials": [r.to_dict() for r in done.results],
+    }
+    path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def finish(
+    cfg: DictConfig,
+    done: SweepOutcome,
+    study: optuna.Study,
+    objective: Objective,
+    tracker: Tracker,
+    parent: str | None,
+    study_dir: Path,
+    storage_url: str,
+) -> Path:
+    """Print the table and the verdict, write the summary, close the parent run."""
+    simulated = cfg.engine.name == "sim"
+    console.print()
+    console.print(summary_table(done.results, done.baseline, simulated))
+    lines, metrics = summary_lines(done.results, done.baseline, done.recheck)
+    everything = [r for r in (done.baseline, *done.results, done.recheck) if r is not None]
+    lines.append(wall_time_line(everything, done.total_s))
+    if objective.multi:
+        lines.append(pareto_lines(study, objective))
+    for line in lines:
+        console.print(line)
+    metrics = sweep_metrics(done, metrics)
+    summary = ResultsLayout.summary_file(study_dir)
+    write_summary(summary, cfg, done, parent, metrics)
+    tracker.end_sweep(parent, metrics, [summary], done.status)
+    where_things_are(cfg, tracker, study_dir, summary, storage_url)
+    console.print(f"[dim]sweep finished with status {done.status}[/dim]")
+    return summary
+
+
+def where_things_are(
+    cfg: DictConfig, tracker: Tracker, study_dir: Path, summary: Path, storage_url: str
+) -> None:
+    mlflow_uri = redact_url(resolve_sqlite_uri(cfg.tracking.mlflow_uri))
+    if tracker.offline:
+        console.print(
+            f"[bold yellow]MLflow was unreachable from mid-sweep ({tracker.offline}); "
+            "nothing is lost, the trial folders hold it all. Upload it with:[/] python -m "
+            f"sweep.sync --tracking-dir {ResultsLayout.at(cfg.tracking.dir).root} "
+            f"--mlflow-uri {mlflow_uri}",
+            soft_wrap=True,
+        )
+    # soft_wrap: paths and commands stay on one line, ready to copy.
+    console.print(f"\nTrial folders: {study_dir}", soft_wrap=True)
+    console.print(f"Summary:       {summary}", soft_wrap=True)
+    console.print(
+        f"MLflow:        {mlflow_uri} (experiment {cfg.tracking.experiment!r})", soft_wrap=True
+    )
+    if mlflow_uri.startswith(("http://", "https://")):
+        console.print(f"Open the UI:   {mlflow_uri}", soft_wrap=True)
+        console.print(
+            f"Optuna study:  {cfg.search.study_name!r} in {redact_url(storage_url)}",
+            soft_wrap=True,
+        )
+    else:
+        console.print(
+            f"Open the UI:   make ui   (or: mlflow server --backend-store-uri {mlflow_uri} "
+            "--workers 1), then http://127.0.0.1:5000",
+            soft_wrap=True,
+        )
+    if cfg.engine.name == "sim":
+        console.print("[yellow]All numbers above are SIMULATED (engine=sim).[/yellow]")
