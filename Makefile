@@ -22,9 +22,10 @@ $(STAMP): pyproject.toml
 sweep: $(STAMP)
 	$(PY) sweep.py -m $(ARGS)
 
-## The whole test suite (what CI runs).
+## The whole test suite (what CI runs): lint, the import contracts (.importlinter), the tests.
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 ## Every launch command the shipped configs produce, parsed by SGLang 0.5.23's own parser (and
@@ -42,6 +43,7 @@ $(COMPAT)/.installed:
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 ## Every benchmark in benchmarks/ (tables on the console, JSON in benchmarks/out/).
 bench: $(STAMP)

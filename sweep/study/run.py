@@ -29,8 +29,8 @@ from sweep.study.driver import SearchDriver
 from sweep.study.plan import SweepPlan
 from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
+from sweep.study.summary import SweepOutcome, finish
 from sweep.study.trials import TrialLoop
-from sweep.summary import SweepOutcome, finish
 
 _FINISHED = (
     optuna.trial.TrialState.COMPLETE,
