@@ -121,7 +121,10 @@ def shared_sweep(tracking_services, tmp_path_factory):
     # The victim starts first, so it is killed in one of its first trials and the others still
     # have most of theirs ahead: they must outlive the grace period to recover its trial.
     victim = start(logs[2])
-    _wait_for_a_server_of(victim)
+    # A head start, not a wait for a condition: the two others must still pass their preflight
+    # before the victim's first server takes server.port, so no later event of the victim's
+    # (study opened, server launched) can be waited for.
+    time.sleep(1)
     workers = [start(logs[0]), start(logs[1]), victim]
     killed_trial = _kill_during_a_trial(victim)
     try:
@@ -147,32 +150,6 @@ def shared_sweep(tracking_services, tmp_path_factory):
     }
 
 
-def _wait_for_a_server_of(worker: subprocess.Popen) -> None:
-    """Until the worker has launched its first simulator: it is ahead of the ones started next."""
-    deadline = time.monotonic() + 120
-    while not _servers_of(worker.pid):
-        assert worker.poll() is None, "the worker ended before it launched a server"
-        assert time.monotonic() < deadline, "the worker launched no server within 120 s"
-        time.sleep(0.05)
-
-
-def _servers_of(worker_pid: int) -> list[int]:
-    """The simulators the worker started (its children running harness.sim)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) != worker_pid:
-                continue
-            if b"harness.sim" in Path(f"/proc/{entry}/cmdline").read_bytes():
-                found.append(int(entry))
-        except (FileNotFoundError, ProcessLookupError, OSError, IndexError):
-            continue
-    return found
-
-
 def _kill_during_a_trial(victim: subprocess.Popen) -> int:
     """SIGKILL the worker while a server of one of its trials runs; return that trial."""
     deadline = time.monotonic() + 150
@@ -190,15 +167,21 @@ def _kill_during_a_trial(victim: subprocess.Popen) -> int:
 def _trial_of_a_running_server(worker_pid: int) -> str | None:
     """The trial folder of a simulator the worker started: the worker holds its server.log open
     (the harness pumps the server's output into it)."""
-    if not _servers_of(worker_pid):
-        return None
-    try:
-        for fd in os.listdir(f"/proc/{worker_pid}/fd"):
-            target = Path(os.readlink(f"/proc/{worker_pid}/fd/{fd}"))
-            if target.name == "server.log" and target.parent.name.startswith("trial_"):
-                return target.parent.name
-    except (FileNotFoundError, ProcessLookupError, OSError):
-        pass
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) != worker_pid:
+                continue
+            if b"harness.sim" not in Path(f"/proc/{entry}/cmdline").read_bytes():
+                continue
+            for fd in os.listdir(f"/proc/{worker_pid}/fd"):
+                target = Path(os.readlink(f"/proc/{worker_pid}/fd/{fd}"))
+                if target.name == "server.log" and target.parent.name.startswith("trial_"):
+                    return target.parent.name
+        except (FileNotFoundError, ProcessLookupError, OSError, IndexError):
+            continue
     return None
 
 
