@@ -28,7 +28,7 @@ def finish(df: pd.DataFrame) -> pd.DataFrame:
         df[name] = pd.to_numeric(df[name], errors="coerce").astype(float)
     if "tok_s" not in df:  # not one measurement yet (every trial failed)
         df["tok_s"] = float("nan")
-    for column in df.columns[df.dtypes == object]:  # missing is NaN, whichever loader built it
+    for column in df.select_dtypes(include="object").columns:  # missing is NaN, from either loader
         df[column] = df[column].where(df[column].notna(), float("nan"))
     df["config"] = df.apply(describe, axis=1)
     return df.sort_values(["start_time", "name"], kind="stable").reset_index(drop=True)
