@@ -47,7 +47,7 @@ lint: $(STAMP)
 
 ## Every benchmark in benchmarks/ (tables on the console, JSON in benchmarks/out/).
 bench: $(STAMP)
-	@set -e; for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
+	@set -e; for b in benchmarks/[!_]*.py; do echo "== $$b"; $(PY) $$b; done
 
 ## MLflow UI on the local results (http://127.0.0.1:5000). One worker, no job runner: starts in
 ## seconds with ~0.5 GB instead of `mlflow ui`'s ~15 processes.

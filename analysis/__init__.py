@@ -1,2 +1,2 @@
-"""Tracked results -> pandas -> figures and a report. Reads MLflow and `harness.results` only;
-never launches a server."""
+"""Trial folders (or their MLflow copy) -> pandas -> figures and a report. Reads the folders
+through `harness.results` and MLflow only in `analysis.mlflow_load`; never launches a server."""

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.load import NUMERIC, baseline, concurrency_levels, measured, trials
+from analysis.frame import NUMERIC, baseline, concurrency_levels, measured, trials
 
 TOK_S = "single-stream decode speed (tok/s)"
 FAIL_STYLE = {

@@ -1,6 +1,8 @@
-"""`python -m analysis.report --experiment NAME`: every figure as PNG and an HTML summary page.
+"""`python -m analysis.report [--results DIR] [--experiment NAME]`: every figure as PNG and an
+HTML summary page, written to DIR/reports/NAME/ (index.html, <figure>.png, trials.csv).
 
-Written to results/reports/NAME/ (index.html, <figure>.png, trials.csv).
+Read from the trial folders under DIR (no tracking store needed); `--source mlflow` (or
+`--tracking-uri URI`) reads the MLflow copy instead.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis.load import baseline, default_tracking_uri, load_runs, measured
+from analysis.frame import baseline, measured
+from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
 from analysis.plots import FIGURES, title
 
 COLUMNS = [
@@ -41,10 +44,9 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     return rows[[c for c in COLUMNS if c in rows]].round(2)
 
 
-def write_report(experiment: str, tracking_uri: str, out_dir: Path) -> Path:
-    df = load_runs(experiment, tracking_uri)
-    if df.empty:
-        raise SystemExit(f"experiment {experiment!r} has no trials yet: run python sweep.py -m")
+def write_report(df: pd.DataFrame, out_dir: Path, origin: str) -> Path:
+    """The report of one experiment's frame (`analysis.load.load_runs`); origin says where the
+    rows were read from (a folder or a tracking URI)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     images = []
     for name, make in FIGURES.items():
@@ -69,7 +71,7 @@ def write_report(experiment: str, tracking_uri: str, out_dir: Path) -> Path:
     body = [
         f"<h1>{heading}</h1>",
         f"<p>{html.escape(verdict)}. Generated {datetime.now():%Y-%m-%d %H:%M} from "
-        f"<code>{html.escape(tracking_uri)}</code>.</p>",
+        f"<code>{html.escape(origin)}</code>.</p>",
     ]
     if df["simulated"].any():
         body.append(
@@ -91,14 +93,40 @@ def write_report(experiment: str, tracking_uri: str, out_dir: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__)
-    parser.add_argument("--experiment", required=True, help="MLflow experiment (the study name)")
     parser.add_argument("--results", default="results", help="the sweep's tracking.dir")
+    parser.add_argument(
+        "--experiment", help="the experiment (the study name; default: the only one in DIR)"
+    )
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        help="read the trial folders (default) or MLflow (default with --tracking-uri)",
+    )
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: <results>/mlflow.db)")
     args = parser.parse_args(argv)
+    source = args.source or ("mlflow" if args.tracking_uri else "folders")
     uri = args.tracking_uri or default_tracking_uri(args.results)
-    index = write_report(args.experiment, uri, Path(args.results) / "reports" / args.experiment)
+    experiment = args.experiment or _only_experiment(parser, args.results)
+    try:
+        df = load_runs(
+            experiment, uri if source == "mlflow" else None, results=args.results, source=source
+        )
+    except ValueError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    if df.empty:
+        parser.exit(2, f"error: {experiment!r} has no trials yet: run python sweep.py -m\n")
+    origin = uri if source == "mlflow" else str(Path(args.results).resolve())
+    index = write_report(df, Path(args.results) / "reports" / experiment, origin)
     print(f"report: {index.resolve()}")
     print(f"figures: {', '.join(f'{n}.png' for n in FIGURES)} in {index.parent.resolve()}")
+
+
+def _only_experiment(parser: argparse.ArgumentParser, results: str) -> str:
+    found = experiments(results)
+    if len(found) != 1:
+        listed = ", ".join(found) if found else f"no trial folders under {results}"
+        parser.exit(2, f"error: pass --experiment NAME ({listed})\n")
+    return found[0]
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ import argparse
 import importlib.util
 import json
 import resource
-import socket
 import sys
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from harness.bench import Benchmark  # noqa: E402
 from harness.clock import ServerClock  # noqa: E402
 from harness.command import build_server_command, server_flags  # noqa: E402
+from harness.procs import free_port  # noqa: E402
 from harness.prompts import load_prompts  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.sim.oracle import modelled_load  # noqa: E402
@@ -39,12 +39,6 @@ from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 # the server's clock, and that the server keeps up with the chunk rate at high concurrency.
 LEVELS = {1: 1.0, 8: 2.0, 64: 2.0, 256: 1.0}
 SIM_FLAGS = ("--sim-drift", "0", "--sim-seed", "0", "--sim-load-s", "5")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cpu_seconds() -> float:

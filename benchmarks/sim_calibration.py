@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from harness.bench import Benchmark  # noqa: E402
 from harness.clock import ServerClock  # noqa: E402
 from harness.command import build_server_command  # noqa: E402
 from harness.errors import ServerOOM  # noqa: E402
+from harness.procs import free_port  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 
@@ -137,12 +137,6 @@ ROWS = [
 # The seeds' memory table: mem_fraction_static, hicache_size, outcome, max_total_num_tokens.
 MEMORY = [(0.85, 0, "ok", 116_171), (0.88, 48, "ok", 159_277), (0.93, 0, "oom", None)]
 SEED_RANKING = ["row 2", "row 7", "row 8", "row 6", "row 4"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def engine(scale: float, sim: tuple[str, ...], drafter: str | None) -> EngineSpec:

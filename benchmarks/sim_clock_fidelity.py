@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from harness.bench import Benchmark  # noqa: E402
 from harness.clock import ServerClock  # noqa: E402
 from harness.command import build_server_command  # noqa: E402
+from harness.procs import free_port  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 
@@ -40,12 +40,6 @@ CONFIGS = {
         speculative_num_draft_tokens=4,
     ),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def measure(scale: float, fields: dict, max_tokens: int, folder: Path) -> tuple[float, float]:

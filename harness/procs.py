@@ -23,6 +23,13 @@ from harness.redact import recorded_argv
 log = logging.getLogger(__name__)
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (the kernel's pick), for a test server or a service."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def port_is_free(host: str, port: int) -> bool:
     """True if a server could bind host:port now (a listener or a bound socket makes it False)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -152,3 +159,20 @@ def stop_leftover(
     pid_file.unlink(missing_ok=True)
     await_gpu_release(tree, gpu_release_timeout_s)
     return pid
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """"pid: command line" of the live processes (zombies excluded) whose command line contains
+    `marker`: how a test or a benchmark proves that nothing it started outlived it."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if "\nState:\tZ" not in status and marker in cmdline:
+            found.append(f"{entry}: {cmdline}")
+    return found

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from harness.procs import pid_alive, wait_until
+from harness.procs import free_port, pid_alive, wait_until
 
 PG_USER = "specsweep"
 DATABASES = ("optuna", "mlflow")
@@ -39,12 +39,6 @@ class Services:
 
     def exports(self) -> str:
         return "".join(f"export {k}={v}\n" for k, v in sorted(self.env.items()))
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def postgres_bin() -> Path:
@@ -90,30 +84,33 @@ def _listening(port: int) -> bool:
 
 def start_postgres(root: Path, port: int) -> tuple[str, str]:
     """initdb + pg_ctl start on 127.0.0.1:port; returns (host:port base URL, pgpass path)."""
-    bin_dir = postgres_bin()
-    data, password = root / "postgres", secrets.token_urlsafe(18)
-    pgpass = root / "pgpass"
-    pgpass.write_text(f"127.0.0.1:{port}:*:{PG_USER}:{password}\n")
-    pgpass.chmod(0o600)
-    if not (data / "PG_VERSION").exists():
-        data.mkdir(parents=True, exist_ok=True)
-        _own(data)
-        pwfile = root / "pwfile"
-        pwfile.write_text(password + "\n")
-        _own(pwfile)
-        subprocess.run(
-            _as_postgres(
-                [
-                    *(str(bin_dir / "initdb"), "-D", str(data), "-U", PG_USER),
-                    *("--auth=scram-sha-256", f"--pwfile={pwfile}", "--no-instructions"),
-                ]
-            ),
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        pwfile.unlink()
-    else:  # a restart keeps the old password: reuse the pgpass written then
+    data = root / "postgres"
+    # Refuse before writing anything: the existing cluster's password is only in DIR/pgpass, and
+    # overwriting it would lock its owner out of a cluster this call then does not start.
+    if (data / "PG_VERSION").exists():
         raise RuntimeError(f"{data} exists: stop and remove it, or use another --dir")
+    bin_dir = postgres_bin()
+    password = secrets.token_urlsafe(18)
+    pgpass = root / "pgpass"
+    pgpass.touch(mode=0o600)  # private before the password is in it
+    pgpass.chmod(0o600)
+    pgpass.write_text(f"127.0.0.1:{port}:*:{PG_USER}:{password}\n")
+    data.mkdir(parents=True, exist_ok=True)
+    _own(data)
+    pwfile = root / "pwfile"
+    pwfile.write_text(password + "\n")
+    _own(pwfile)
+    subprocess.run(
+        _as_postgres(
+            [
+                *(str(bin_dir / "initdb"), "-D", str(data), "-U", PG_USER),
+                *("--auth=scram-sha-256", f"--pwfile={pwfile}", "--no-instructions"),
+            ]
+        ),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    pwfile.unlink()
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {data}"
     subprocess.run(
         _as_postgres(

@@ -1,21 +1,14 @@
 from __future__ import annotations
 
-import os
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+from harness.procs import free_port
 from harness.spec import EngineSpec, ServerSpec
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -63,21 +56,3 @@ def eagle3(port: int, steps=3, topk=1, draft=4, **overrides) -> ServerSpec:
         speculative_num_draft_tokens=draft,
         **overrides,
     )
-
-
-def processes_mentioning(marker: str) -> list[str]:
-    """Command lines of live processes that contain `marker` (zombies excluded)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-            if "\nState:\tZ" in status:
-                continue
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if marker in cmdline:
-            found.append(f"{pid}: {cmdline}")
-    return found

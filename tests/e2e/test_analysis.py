@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 
 import httpx
 import matplotlib
+import pandas as pd
 import pytest
 
 matplotlib.use("Agg")
@@ -18,7 +20,8 @@ matplotlib.use("Agg")
 from analysis.load import load_runs
 from analysis.plots import FIGURES
 from analysis.report import write_report
-from tests.conftest import ROOT, free_port, processes_mentioning
+from harness.procs import free_port, processes_mentioning
+from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import sweep
 
 pytestmark = pytest.mark.e2e
@@ -75,9 +78,50 @@ def test_every_figure_is_labelled_and_names_study_and_engine(study, name, tmp_pa
     assert (tmp_path / f"{name}.png").stat().st_size > 10_000
 
 
+def test_both_loaders_give_the_same_rows_and_values(study):
+    results, _, uri = study
+    mlflow_rows = load_runs(STUDY, uri)
+    folder_rows = load_runs(STUDY, results=results)
+    assert set(folder_rows.columns) == set(mlflow_rows.columns)
+    assert folder_rows["run_id"].isna().all() and mlflow_rows["run_id"].notna().all()
+    # start_time: the server's launch (folders) or the upload (MLflow); the order is the same.
+    assert list(folder_rows["name"]) == list(mlflow_rows["name"])
+    columns = sorted(set(folder_rows.columns) - {"run_id", "start_time"})
+    pd.testing.assert_frame_equal(
+        folder_rows[columns], mlflow_rows[columns], check_dtype=False, check_exact=False
+    )
+    assert folder_rows["parent_run_id"].notna().all()  # the sweep's MLflow parent, from the folder
+
+
+def test_report_works_with_the_mlflow_store_deleted(study, tmp_path):
+    results, _, _ = study
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy, ignore=shutil.ignore_patterns("mlflow.db", "reports"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis.report", "--results", str(copy)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    page = (copy / "reports" / STUDY / "index.html").read_text()
+    assert "trial_0000" in page and "SIMULATED" in page and str(copy) in page
+    assert not (copy / "mlflow.db").exists()  # read from the folders, no store created
+    asked = subprocess.run(
+        [sys.executable, "-m", "analysis.report", "--results", str(copy), "--source", "mlflow"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert asked.returncode == 2 and "no MLflow store at" in asked.stderr
+    assert not (copy / "mlflow.db").exists()
+
+
 def test_report_writes_figures_and_html(study):
     results, _, uri = study
-    index = write_report(STUDY, uri, results / "reports" / STUDY)
+    index = write_report(load_runs(STUDY, uri), results / "reports" / STUDY, uri)
     page = index.read_text()
     assert "<table" in page and "trial_0000" in page and "SIMULATED" in page
     for name in FIGURES:

@@ -14,7 +14,8 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, free_port, processes_mentioning
+from harness.procs import free_port, processes_mentioning
+from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import SMALL, sweep
 
 pytestmark = pytest.mark.e2e
@@ -106,7 +107,9 @@ def test_a_sweep_killed_with_sigkill_resumes_cleanly(tmp_path):
     assert second_trial.exists(), "the sweep never reached its second trial"
     os.kill(first.pid, signal.SIGKILL)  # no cleanup at all: the server is left behind
     first.wait()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10  # the log is opened just before the server is forked
+    while not processes_mentioning(f"--port {port} ") and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert processes_mentioning(f"--port {port} "), "the killed sweep's server should be orphaned"
 
     proc = sweep(

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from harness.procs import free_port
+from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import sweep
 
 pytestmark = pytest.mark.e2e

@@ -109,6 +109,13 @@ def test_quick_experiment_preset_overlays_the_defaults():
     assert OmegaConf.select(c, "benchmark.runs") == 3
 
 
+def test_smoke_preset_is_small_and_a_command_line_value_still_wins():
+    c = cfg("experiment=smoke")
+    assert (c.benchmark.runs, c.benchmark.warmup, c.benchmark.requests_per_run) == (2, 1, 1)
+    assert c.benchmark.max_tokens == 256 and c.engine.clock_scale == 200
+    assert cfg("experiment=smoke", "benchmark.max_tokens=128").benchmark.max_tokens == 128
+
+
 def test_extended_space_adds_drafter_graphs_and_overlap_and_composes_valid_trials():
     import optuna
 

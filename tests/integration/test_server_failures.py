@@ -11,9 +11,9 @@ import pytest
 
 from harness.command import ServerCommand, build_server_command
 from harness.errors import PortInUse, ServerCrashed, ServerOOM, ServerStartTimeout
-from harness.procs import port_is_free, wait_until
+from harness.procs import port_is_free, processes_mentioning, wait_until
 from harness.server import Server
-from tests.conftest import eagle3, kimi_server, processes_mentioning, sim_engine
+from tests.conftest import eagle3, kimi_server, sim_engine
 
 
 def test_mem_fraction_093_ooms_like_sglang(tmp_path, port):

@@ -15,13 +15,14 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from harness.command import ServerCommand, build_server_command
+from harness.procs import processes_mentioning
 from harness.redact import recorded_shell
 from harness.server import Server
 from sweep.app import CONF_DIR
 from sweep.config import build_trial_spec
 from sweep.export import launch_script, systemd_unit
 from sweep.schema import register
-from tests.conftest import processes_mentioning, sim_engine
+from tests.conftest import sim_engine
 
 # What a program dumps to prove what it received: its argv and the environment variable.
 RECORDER = "import json, os, sys; json.dump([sys.argv[1:], os.environ.get('EVIL_ENV')], open(os.environ['OUT'], 'w'))"  # noqa: E501

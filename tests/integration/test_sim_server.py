@@ -10,16 +10,17 @@ import pytest
 from harness.bench import Benchmark
 from harness.clock import ServerClock
 from harness.command import build_server_command
-from harness.procs import port_is_free
+from harness.procs import port_is_free, processes_mentioning
 from harness.server import Server
 from harness.spec import BenchmarkSpec
-from tests.conftest import eagle3, processes_mentioning, sim_engine
+from tests.conftest import eagle3, sim_engine
 
 
 # Every test here runs against both output formats the harness parses: SGLang 0.5.23 and 0.5.1.
 @pytest.fixture(scope="module", params=["0.5.23", "0.5.1"])
 def spec_server(request, tmp_path_factory):
-    from tests.conftest import KIMI_PARSER, free_port
+    from harness.procs import free_port
+    from tests.conftest import KIMI_PARSER
 
     version = request.param
     port = free_port()

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.scaleout
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -25,7 +25,10 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, free_port
+from harness.procs import free_port
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.scaleout
 
 STUDY = "scaleout"
 SKIPPED = ("duplicate", "predicted_oom", "invalid")
@@ -119,6 +122,9 @@ def shared_sweep(tracking_services, tmp_path_factory):
     # The victim starts first, so it is killed in one of its first trials and the others still
     # have most of theirs ahead: they must outlive the grace period to recover its trial.
     victim = start(logs[2])
+    # A head start, not a wait for a condition: the two others must still pass their preflight
+    # before the victim's first server takes server.port, so no later event of the victim's
+    # (study opened, server launched) can be waited for.
     time.sleep(1)
     workers = [start(logs[0]), start(logs[1]), victim]
     killed_trial = _kill_during_a_trial(victim)

@@ -1,0 +1,70 @@
+"""The trial frame both loaders build (one row per trial or baseline) and the selections read
+off it: the baseline, the trials, the measured ones, the concurrency levels."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+SPEC = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+NUMERIC = (*SPEC, "mem_fraction_static", "hicache_size")
+OK = "ok"
+FAILED = ("oom", "predicted_oom", "crash", "timeout", "error")
+ROLES = ("trial", "baseline")  # sweep parents and reproductions are left out
+# Provenance columns and the provenance.json facts they come from (sweep.provenance.tags).
+PROVENANCE = {
+    "config_hash": ("config_hash",),
+    "prompts_hash": ("prompts_hash",),
+    "git_commit": ("specsweep", "commit"),
+    "sglang_version": ("packages", "sglang"),
+    "gpu": ("gpus", "model"),
+    "host": ("host",),
+}
+EMPTY = ["run_id", "name", "role", "outcome", *NUMERIC, "tok_s"]
+
+
+def finish(df: pd.DataFrame) -> pd.DataFrame:
+    """The searched parameters as numbers, a short config label, rows in time order."""
+    for name in NUMERIC:
+        df[name] = pd.to_numeric(df[name], errors="coerce").astype(float)
+    if "tok_s" not in df:  # not one measurement yet (every trial failed)
+        df["tok_s"] = float("nan")
+    for column in df.select_dtypes(include="object").columns:  # missing is NaN, from either loader
+        df[column] = df[column].where(df[column].notna(), float("nan"))
+    df["config"] = df.apply(describe, axis=1)
+    return df.sort_values(["start_time", "name"], kind="stable").reset_index(drop=True)
+
+
+def describe(row: pd.Series) -> str:
+    if row.get("role") == "baseline":
+        return "baseline (no speculation)"
+    spec = "/".join("?" if pd.isna(row.get(k)) else str(int(row[k])) for k in SPEC)
+    mem = row.get("mem_fraction_static")
+    mem_text = "auto" if pd.isna(mem) else f"{mem:.2f}"
+    hicache = 0 if pd.isna(row.get("hicache_size")) else int(row["hicache_size"])
+    return f"{spec} mem {mem_text} hicache {hicache}"
+
+
+def baseline(df: pd.DataFrame) -> pd.Series | None:
+    """The first successful baseline measurement (re-checks come later in time)."""
+    rows = df[(df["role"] == "baseline") & (df["outcome"] == OK)]
+    return None if rows.empty else rows.iloc[0]
+
+
+def trials(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["role"] == "trial"]
+
+
+def measured(df: pd.DataFrame) -> pd.DataFrame:
+    """Trials with a measurement of their own (ok or pruned), fastest first."""
+    rows = trials(df)
+    rows = rows[rows["outcome"].isin([OK, "pruned"]) & rows["tok_s"].notna()]
+    return rows.sort_values("tok_s", ascending=False)
+
+
+def concurrency_levels(df: pd.DataFrame) -> list[int]:
+    levels = {
+        int(c.rsplit("_c", 1)[1])
+        for c in df.columns
+        if c.startswith("output_tok_s_c") and not c.endswith("_ci95")
+    }
+    return sorted(levels)

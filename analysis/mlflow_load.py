@@ -1,0 +1,58 @@
+"""One row per trial from an MLflow tracking store: the only analysis module that imports mlflow.
+
+MLflow holds a copy of the trial folders (sweep.tracking uploads them), so this gives the rows
+`analysis.folders` gives, plus the MLflow run ids; use it for a store on another machine.
+"""
+
+from __future__ import annotations
+
+import mlflow
+import pandas as pd
+
+from analysis.frame import EMPTY, NUMERIC, PROVENANCE, ROLES, finish
+
+
+def load_mlflow(experiment: str, tracking_uri: str) -> pd.DataFrame:
+    """Every trial and baseline of the experiment's sweeps (sweep parents left out)."""
+    mlflow.set_tracking_uri(tracking_uri)
+    if mlflow.get_experiment_by_name(experiment) is None:
+        raise ValueError(
+            f"no MLflow experiment named {experiment!r} at {mlflow.get_tracking_uri()}"
+        )
+    raw = mlflow.search_runs(experiment_names=[experiment], output_format="pandas")
+    if raw.empty:
+        return pd.DataFrame(columns=EMPTY)
+    raw = raw[raw.get("tags.specsweep.role", pd.Series(dtype=str)).isin(ROLES)]
+
+    def tag(name: str) -> pd.Series:
+        return raw.get(f"tags.{name}", pd.Series(index=raw.index, dtype=object))
+
+    df = pd.DataFrame(
+        {
+            "run_id": raw["run_id"],
+            "parent_run_id": tag("mlflow.parentRunId"),
+            "name": tag("mlflow.runName"),
+            "role": tag("specsweep.role"),
+            "outcome": tag("specsweep.outcome"),
+            "engine": tag("specsweep.engine"),
+            "simulated": tag("specsweep.simulated") == "true",
+            "study": tag("specsweep.study"),
+            "related": tag("specsweep.related"),
+            "warning": tag("specsweep.warning"),
+            "drafter": raw.get("params.drafter"),
+            # provenance: what was measured, and on what (sweep.provenance)
+            **{column: tag(f"specsweep.{column}") for column in PROVENANCE},
+            "start_time": raw["start_time"],
+        }
+    )
+    nothing = pd.Series(index=raw.index, dtype=float)
+    for name in NUMERIC:
+        # What the server ran when it said so ("None" when it never started), else what was asked.
+        effective = pd.to_numeric(raw.get(f"params.effective.{name}", nothing), errors="coerce")
+        requested = pd.to_numeric(raw.get(f"params.{name}", nothing), errors="coerce")
+        df[name] = effective.fillna(requested)
+    for column in raw.columns:
+        # Metrics no trial has are the sweep parents' (n_trials, best_tok_s, ...): left out.
+        if column.startswith("metrics.") and raw[column].notna().any():
+            df[column.removeprefix("metrics.")] = raw[column]
+    return finish(df)

@@ -1,0 +1,106 @@
+"""What the benchmarks share (not a benchmark: `make bench` runs benchmarks/[!_]*.py).
+
+The small simulator specs and the scratch folder a scenario runs in, with the `experiment=smoke`
+preset the e2e tests use too: benchmarks import nothing from tests/.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.procs import free_port
+from harness.sglang import CURRENT
+from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec, TrialSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ("experiment=smoke",)  # conf/experiment/smoke.yaml: the smallest complete sweep
+STUDY = "kimi-k25-eagle3"  # the default composition's study
+
+
+def sim_engine(clock_scale: float = 200.0, *extra: str, ready_timeout_s: float = 60) -> EngineSpec:
+    version = CURRENT  # the simulator's default SGLang surface
+    return EngineSpec(
+        name="sim",
+        program=(sys.executable, "-m", "harness.sim"),
+        sglang_version=version,
+        ready_timeout_s=ready_timeout_s,
+        stop_grace_s=10,
+        extra_args=("--sim-clock-scale", str(clock_scale), "--sim-sglang-version", version, *extra),
+    )
+
+
+def eagle3(port: int, steps=3, topk=1, draft=4, **overrides) -> ServerSpec:
+    """The reference deployment (Kimi-K2.5, TP 8, the seeds' NCCL setting) with EAGLE-3."""
+    values = dict(
+        model_path="moonshotai/Kimi-K2.5",
+        tp_size=8,
+        port=port,
+        trust_remote_code=True,
+        reasoning_parser="kimi_k2",
+        env=(("NCCL_PROTO", "LL"),),
+        speculative_algorithm="EAGLE3",
+        speculative_draft_model_path="/models/eagle3",
+        speculative_num_steps=steps,
+        speculative_eagle_topk=topk,
+        speculative_num_draft_tokens=draft,
+    )
+    values.update(overrides)
+    return ServerSpec(**values)
+
+
+class Scratch:
+    """One scenario's folder, port and marker (in every server's command line, so what a
+    scenario leaves running is found by it)."""
+
+    def __init__(self, root: Path, name: str):
+        self.dir = root / name
+        self.dir.mkdir()
+        self.port = free_port()
+        self.marker = f"bench-{name}-{self.port}"
+
+    def spec(self, *faults: str, ready_timeout_s: float = 60, server_kw=None, **bench) -> TrialSpec:
+        """A one-trial spec on the simulator, with its --sim-fault switches."""
+        extra = [arg for fault in faults for arg in ("--sim-fault", fault)]
+        values = dict(model="m", max_tokens=256, warmup=1, runs=3, requests_per_run=1)
+        values.update(bench)
+        marker = ("--served-model-name", self.marker)
+        server = eagle3(self.port, extra_args=marker, **(server_kw or {}))
+        return TrialSpec(
+            name="t",
+            role="trial",
+            number=None,
+            engine=sim_engine(200.0, "--sim-load-s", "2", *extra, ready_timeout_s=ready_timeout_s),
+            server=server,
+            benchmark=BenchmarkSpec(**values),
+            pid_file=self.dir / "servers" / f"port-{self.port}.pid",
+        )
+
+    @property
+    def results(self) -> Path:
+        return self.dir / "results"
+
+    def sweep_argv(self, *overrides: str) -> list[str]:
+        """`python sweep.py -m` with the smoke preset into this scenario's results folder."""
+        return [
+            *(sys.executable, "sweep.py", "-m", f"tracking.dir={self.results}"),
+            f"server.port={self.port}",
+            *SMOKE,
+            f"server.extra_args=['--served-model-name','{self.marker}']",
+            *overrides,
+        ]
+
+    def sweep(self, *overrides: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self.sweep_argv(*overrides), cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+
+    def wait_for(self, path: Path, text: str = "", timeout_s: float = 180) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if path.exists() and text in path.read_text(errors="replace"):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"{path} never showed {text!r}")

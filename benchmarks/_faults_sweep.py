@@ -1,0 +1,158 @@
+"""The fault scenarios that run the real `python sweep.py -m` (benchmarks/faults.py runs them):
+a port taken, a signal mid-trial, SIGKILL then resume, the tracking server down then sync.
+Each returns what faults.py reports: survived, trials started and recorded, and a note."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+
+import optuna
+
+from benchmarks._common import ROOT, STUDY, Scratch
+from harness.procs import free_port
+from harness.results import Outcome, TrialResult
+from sweep.services import launch_mlflow
+
+
+def accounted(ctx: Scratch, mlflow_uri: str | None = None) -> tuple[int, int]:
+    """(trials started, trials whose result survives in their folder, MLflow or Optuna)."""
+    study_dir = ctx.results / STUDY
+    started = [p.parent for p in study_dir.glob("*/server.log")]
+    folders = {str(p.parent) for p in study_dir.glob("*/result.json")}
+    optuna_failed = set()
+    storage = ctx.results / "optuna.db"
+    with contextlib.suppress(KeyError):  # no study: nothing started
+        study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{storage}")
+        optuna_failed = {f"trial_{t.number:04d}" for t in study.trials if t.state.is_finished()}
+    if mlflow_uri:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(mlflow_uri)
+        experiment = client.get_experiment_by_name(STUDY)
+        runs = client.search_runs([experiment.experiment_id])
+        logged = {r.data.tags.get("specsweep.folder") for r in runs}
+        folders &= logged  # must be in MLflow too
+    recorded = [p for p in started if str(p) in folders or p.name in optuna_failed]
+    return len(started), len(recorded)
+
+
+def port_taken(ctx: Scratch) -> dict:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", ctx.port))
+        sock.listen()
+        proc = ctx.sweep("search.n_trials=1")
+    clear = f"127.0.0.1:{ctx.port} is in use by another process" in proc.stdout
+    started, recorded = accounted(ctx)
+    return {
+        "survived": proc.returncode != 0 and clear and started == 0,
+        "started": started,
+        "recorded": recorded,
+        "seconds_to_detect": None,
+        "note": "refused before launch: server.port=<port>",
+    }
+
+
+def interrupt(sig: signal.Signals) -> Callable[[Scratch], dict]:
+    def run(ctx: Scratch) -> dict:
+        proc = subprocess.Popen(
+            ctx.sweep_argv("engine.clock_scale=20", "search.baseline=false"),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        log = ctx.results / STUDY / "trial_0000" / "server.log"
+        ctx.wait_for(log, "fired up")
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=120)
+        result = TrialResult.read(log.parent)
+        started, recorded = accounted(ctx, f"sqlite:///{ctx.results / 'mlflow.db'}")
+        return {
+            "survived": proc.returncode != 0
+            and result.outcome is Outcome.INTERRUPTED
+            and "interrupted" in out,
+            "started": started,
+            "recorded": recorded,
+            "seconds_to_detect": None,
+            "note": "trial interrupted, MLflow run closed",
+        }
+
+    return run
+
+
+def sigkill_resume(ctx: Scratch) -> dict:
+    first = subprocess.Popen(
+        ctx.sweep_argv("engine.clock_scale=50", "search.remeasure_baseline=false"),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    ctx.wait_for(ctx.results / STUDY / "trial_0001" / "server.log")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    proc = ctx.sweep(
+        "engine.clock_scale=50", "search.n_trials=2", "search.remeasure_baseline=false"
+    )
+    started, recorded = accounted(ctx)
+    return {
+        "survived": proc.returncode == 0
+        and "marked failed" in proc.stdout
+        and "left behind by an earlier run" in proc.stderr,
+        "started": started,
+        "recorded": recorded,
+        "seconds_to_detect": None,
+        "note": "leftover server stopped, RUNNING trial failed, resumed",
+    }
+
+
+def mlflow_down(ctx: Scratch) -> dict:
+    db, mlflow_port = ctx.dir / "server.db", free_port()
+    server = launch_mlflow(db.parent, f"sqlite:///{db}", mlflow_port)
+    try:
+        proc = subprocess.Popen(
+            ctx.sweep_argv(
+                "search.n_trials=2",
+                "search.remeasure_baseline=false",
+                f"tracking.mlflow_uri=http://127.0.0.1:{mlflow_port}",
+            ),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ctx.wait_for(ctx.results / STUDY / "trial_0000" / "server.log")
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    out, _ = proc.communicate(timeout=300)
+    # MLflow is back (the same store on another port); the server owns the artifacts.
+    back_port = free_port()
+    server = launch_mlflow(db.parent, f"sqlite:///{db}", back_port)
+    try:
+        sync = subprocess.run(
+            [
+                *(sys.executable, "-m", "sweep.sync", "--tracking-dir", str(ctx.results)),
+                *("--mlflow-uri", f"http://127.0.0.1:{back_port}"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    started, recorded = accounted(ctx, f"sqlite:///{db}")
+    return {
+        "survived": proc.returncode == 0 and "stopped answering" in out and sync.returncode == 0,
+        "started": started,
+        "recorded": recorded,
+        "seconds_to_detect": None,
+        "note": sync.stdout.strip().splitlines()[-1][:70] if sync.stdout else sync.stderr[-70:],
+    }
