@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.frame import EMPTY, NUMERIC, PROVENANCE, ROLES, finish
+from harness.layout import ResultsLayout
 from harness.results import TrialResult
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ RUN_METRICS = ("decode_tok_s", "output_tok_s", "accept_len")
 
 def trial_folders(results: Path) -> list[Path]:
     """<results>/<study>/<trial>/ folders holding a result (those `python -m sweep.sync` finds)."""
-    return sorted(p.parent for p in Path(results).glob("*/*/result.json"))
+    return ResultsLayout.at(results).trial_folders()
 
 
 def experiments(results: Path) -> list[str]:

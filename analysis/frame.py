@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-SPEC = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-NUMERIC = (*SPEC, "mem_fraction_static", "hicache_size")
+from harness import labels
+
+SPEC = labels.SPECULATION
+NUMERIC = labels.CONFIG_KEYS
 OK = "ok"
 FAILED = ("oom", "predicted_oom", "crash", "timeout", "error")
 ROLES = ("trial", "baseline")  # sweep parents and reproductions are left out
@@ -37,7 +39,7 @@ def finish(df: pd.DataFrame) -> pd.DataFrame:
 def describe(row: pd.Series) -> str:
     if row.get("role") == "baseline":
         return "baseline (no speculation)"
-    spec = "/".join("?" if pd.isna(row.get(k)) else str(int(row[k])) for k in SPEC)
+    spec = labels.speculation({k: int(row[k]) for k in SPEC if not pd.isna(row.get(k))})
     mem = row.get("mem_fraction_static")
     mem_text = "auto" if pd.isna(mem) else f"{mem:.2f}"
     hicache = 0 if pd.isna(row.get("hicache_size")) else int(row["hicache_size"])

@@ -15,13 +15,14 @@ from typing import Literal
 import pandas as pd
 
 from analysis import folders
+from harness.layout import ResultsLayout
 
 Source = Literal["folders", "mlflow"]
 SOURCES: tuple[Source, ...] = ("folders", "mlflow")
 
 
 def default_tracking_uri(results: str | Path = "results") -> str:
-    return f"sqlite:///{Path(results).resolve() / 'mlflow.db'}"
+    return ResultsLayout.at(results).mlflow_uri
 
 
 def load_runs(

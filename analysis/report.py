@@ -22,6 +22,7 @@ import pandas as pd
 from analysis.frame import baseline, measured
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
 from analysis.plots import FIGURES, title
+from harness.layout import ResultsLayout
 
 COLUMNS = [
     "name",
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     if df.empty:
         parser.exit(2, f"error: {experiment!r} has no trials yet: run python sweep.py -m\n")
     origin = uri if source == "mlflow" else str(Path(args.results).resolve())
-    index = write_report(df, Path(args.results) / "reports" / experiment, origin)
+    index = write_report(df, ResultsLayout.at(args.results).report(experiment), origin)
     print(f"report: {index.resolve()}")
     print(f"figures: {', '.join(f'{n}.png' for n in FIGURES)} in {index.parent.resolve()}")
 

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.layout import ResultsLayout
 from harness.procs import free_port
 from harness.sglang import CURRENT
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec, TrialSpec
@@ -75,7 +76,7 @@ class Scratch:
             engine=sim_engine(200.0, "--sim-load-s", "2", *extra, ready_timeout_s=ready_timeout_s),
             server=server,
             benchmark=BenchmarkSpec(**values),
-            pid_file=self.dir / "servers" / f"port-{self.port}.pid",
+            pid_file=ResultsLayout.at(self.dir).server_pid_file(self.port),
         )
 
     @property

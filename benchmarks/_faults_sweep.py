@@ -15,6 +15,7 @@ from collections.abc import Callable
 import optuna
 
 from benchmarks._common import ROOT, STUDY, Scratch
+from harness.layout import ResultsLayout
 from harness.procs import free_port
 from harness.results import Outcome, TrialResult
 from sweep.services import launch_mlflow
@@ -26,9 +27,9 @@ def accounted(ctx: Scratch, mlflow_uri: str | None = None) -> tuple[int, int]:
     started = [p.parent for p in study_dir.glob("*/server.log")]
     folders = {str(p.parent) for p in study_dir.glob("*/result.json")}
     optuna_failed = set()
-    storage = ctx.results / "optuna.db"
+    layout = ResultsLayout.at(ctx.results)
     with contextlib.suppress(KeyError):  # no study: nothing started
-        study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{storage}")
+        study = optuna.load_study(study_name=STUDY, storage=layout.optuna_uri)
         optuna_failed = {f"trial_{t.number:04d}" for t in study.trials if t.state.is_finished()}
     if mlflow_uri:
         from mlflow.tracking import MlflowClient
@@ -72,7 +73,7 @@ def interrupt(sig: signal.Signals) -> Callable[[Scratch], dict]:
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=120)
         result = TrialResult.read(log.parent)
-        started, recorded = accounted(ctx, f"sqlite:///{ctx.results / 'mlflow.db'}")
+        started, recorded = accounted(ctx, ResultsLayout.at(ctx.results).mlflow_uri)
         return {
             "survived": proc.returncode != 0
             and result.outcome is Outcome.INTERRUPTED

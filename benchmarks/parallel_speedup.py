@@ -24,6 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from harness.layout import ResultsLayout  # noqa: E402
+
 # Eight distinct configurations (topk 1: draft tokens follow the steps), all fit in memory.
 CONFIGS = [(steps, mem) for steps in (1, 2, 3, 4) for mem in (0.7, 0.8)]
 
@@ -56,7 +59,7 @@ def measure(slots: int, clock_scale: float, port: int) -> dict:
         total = time.monotonic() - started
         if proc.returncode != 0:
             raise SystemExit(f"sweep with {slots} slot(s) failed:\n{proc.stdout[-3000:]}")
-        summary = json.loads(next(Path(tmp).glob("*/summary-*.json")).read_text())
+        summary = json.loads(ResultsLayout.at(tmp).summaries()[-1].read_text())
     launched = summary["metrics"]["n_launched"]
     ok = sum(t["outcome"] == "ok" for t in summary["trials"])
     return {

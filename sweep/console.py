@@ -8,9 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from harness import labels
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult
 from harness.spec import TrialSpec
-from sweep import labels
 
 console = Console(highlight=False)
 TRUNCATION_WARNING = 0.25  # share of outputs cut while reasoning that earns a console warning

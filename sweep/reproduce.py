@@ -18,12 +18,13 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
+from harness import labels
 from harness.command import build_server_command
 from harness.errors import SpecsweepError
 from harness.layout import ResultsLayout, stamp
 from harness.results import Outcome
 from harness.trial import run_trial
-from sweep import labels, provenance
+from sweep import provenance
 from sweep.config import build_trial_spec
 from sweep.console import ConsoleReporter, console
 from sweep.export import launch_script, systemd_unit

@@ -3,7 +3,7 @@
 Order: open MLflow and the study (failing trials a crashed sweep left RUNNING) -> banner ->
 the MLflow parent run -> the baseline, measured once per study or reused (`baseline`) -> the
 trials (`trials`: ask, skip what the study knows, launch with an early-stop bound, tell) -> the
-baseline re-measured for drift -> the summary (`sweep.summary`), whatever happened.
+baseline re-measured for drift -> the summary (`summary`), whatever happened.
 """
 
 from __future__ import annotations

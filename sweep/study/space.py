@@ -16,10 +16,10 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
+from harness import labels
 from harness.errors import ConfigError
+from harness.labels import DRAFT, STEPS, TOPK
 from harness.sglang import draft_tree_capacity, forced_draft_tokens
-from sweep import labels
-from sweep.labels import DRAFT, STEPS, TOPK
 from sweep.schema import ServerConfig
 
 _SERVER_KEYS = set(ServerConfig.__dataclass_fields__)
