@@ -62,10 +62,11 @@ def speed_vs_baseline(df: pd.DataFrame, top: int = 10) -> Figure:
         label="trial (95% CI)",
     )
     if base:
-        for bar, value in zip(bars, best["tok_s"], strict=True):
-            ax.annotate(
+        errors = best.get("tok_s_ci95", pd.Series(0.0, index=best.index)).fillna(0.0)
+        for bar, value, error in zip(bars, best["tok_s"], errors, strict=True):
+            ax.annotate(  # above the interval's cap, where the error bar cannot cross it
                 f"{value / base:.2f}×",
-                (bar.get_x() + bar.get_width() / 2, value),
+                (bar.get_x() + bar.get_width() / 2, value + error),
                 xytext=(0, 6),
                 textcoords="offset points",
                 ha="center",
