@@ -16,13 +16,22 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError
-from harness.sglang import CURRENT, LEGACY, surface
+from harness.sglang import (
+    CURRENT,
+    LEGACY,
+    RELEASES_READ,
+    replacement_flag,
+    surface,
+    surface_of_flags,
+)
 
 
 def _release_numbers(version: str) -> tuple[int, ...]:
@@ -30,19 +39,80 @@ def _release_numbers(version: str) -> tuple[int, ...]:
 
 
 def surface_of(version: str) -> str:
-    """The flag surface an installed SGLang version speaks ("0.5.1.post3" -> "0.5.1")."""
+    """The flag surface a version speaks when only its version can be read ("0.5.1.post3" ->
+    "0.5.1"); `detected_surface` reads the installed SGLang's own parser first."""
     numbers = _release_numbers(version)
     if len(numbers) < 3:
         raise ConfigError(f"cannot read SGLang version {version!r}; expected e.g. {CURRENT}.")
     if numbers < (0, 5, 2):  # the 0.5.1 line and older
         return LEGACY
-    if numbers >= _release_numbers(CURRENT):
+    oldest_current = min(_release_numbers(r) for r, s in RELEASES_READ.items() if s == CURRENT)
+    if numbers >= oldest_current:  # 0.5.22 was read and speaks the current surface
         return CURRENT
     raise ConfigError(
         f"SGLang {version} sits between the two flag surfaces specsweep knows ({LEGACY} and "
-        f"{CURRENT}), whose flag names and log formats differ. Install one of those, or set "
-        "engine.sglang_version to the closer one and run `make compat`-style checks first."
+        f"{CURRENT}), and its own parser could not be read to tell which flags it has. Make "
+        "`from sglang.srt.server_args import ServerArgs` work in the engine's Python (preflight "
+        "then reads its flags), or set engine.sglang_version to the closer surface."
     )
+
+
+@dataclass(frozen=True)
+class InstalledSGLang:
+    """What the engine's SGLang is, read from its own parser."""
+
+    version: str
+    options: frozenset[str]  # every option string of ServerArgs.add_cli_args
+
+    @property
+    def surface(self) -> str | None:
+        return surface_of_flags(self.options)
+
+
+# Runs in the engine's own Python: its version and the option strings of its own parser.
+PROBE_SGLANG = r"""
+import argparse, importlib.metadata as m, json
+from sglang.srt.server_args import ServerArgs
+parser = argparse.ArgumentParser(prog="sglang serve")
+ServerArgs.add_cli_args(parser)
+options = sorted({o for action in parser._actions for o in action.option_strings})
+print(json.dumps({"version": m.version("sglang"), "options": options}))
+"""
+
+
+@functools.lru_cache(maxsize=8)
+def probe_sglang(python: str, extra_path: str | None = None) -> InstalledSGLang:
+    """The SGLang in `python`'s environment, by its own parser (an import of its server args:
+    seconds). RuntimeError with its stderr when that does not run."""
+    proc = _run_in(python, PROBE_SGLANG, "", extra_path, timeout=300)
+    try:
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        tail = proc.stdout[-500:]
+        raise RuntimeError(f"SGLang's parser did not run in {python}: {tail}") from None
+    return InstalledSGLang(out["version"], frozenset(out["options"]))
+
+
+def parser_problems(flags: list[str], installed: InstalledSGLang) -> list[str]:
+    """The flags in `flags` the installed SGLang's parser would refuse (argparse, whose
+    `allow_abbrev` takes a unique prefix), each with the flag to use there instead."""
+    problems = []
+    for name, _ in _flag_values(flags):
+        if name in installed.options or name.startswith("--sim-"):
+            continue
+        matches = sorted(o for o in installed.options if o.startswith(name))
+        if len(matches) == 1:
+            continue
+        instead = replacement_flag(name)
+        fix = f"use {instead}" if instead in installed.options else "drop it"
+        if matches:
+            problems.append(
+                f"{name} is ambiguous in SGLang {installed.version} (could match "
+                f"{', '.join(matches)}): {fix}."
+            )
+        else:
+            problems.append(f"{name} does not exist in SGLang {installed.version}: {fix}.")
+    return problems
 
 
 def engine_python(program: tuple[str, ...]) -> str | None:
@@ -71,13 +141,26 @@ def installed_sglang_version(python: str) -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def detected_surface(program: tuple[str, ...]) -> str:
-    """engine.sglang_version unset: the flag surface of the SGLang the engine's Python has.
+    """engine.sglang_version unset: the flag surface of the SGLang the engine's Python has, read
+    from its own parser (which flags exist), else from its version.
 
     Without a readable SGLang it is the current surface; preflight's engine check then fails with
     what to install, before anything launches."""
     python = engine_python(program)
-    version = installed_sglang_version(python) if python else None
-    return surface_of(version) if version else CURRENT
+    if python is None:
+        return CURRENT
+    try:
+        installed = probe_sglang(python)
+    except RuntimeError:
+        version = installed_sglang_version(python)
+        return surface_of(version) if version else CURRENT
+    if installed.surface is None:
+        raise ConfigError(
+            f"SGLang {installed.version}'s parser has neither {surface(CURRENT).marker_flag} nor "
+            f"{surface(LEGACY).marker_flag}: specsweep cannot tell which flag set it speaks. "
+            f"Install SGLang {CURRENT}."
+        )
+    return installed.surface
 
 
 def _flag_values(argv: list[str]) -> list[tuple[str, str | None]]:
@@ -137,19 +220,27 @@ def parse_with_sglang(
     python: str, argvs: list[list[str]], *, extra_path: str | None = None
 ) -> list[dict]:
     """Each argv through SGLang's own parser in `python`'s environment."""
+    proc = _run_in(python, PARSE_WITH_SGLANG, json.dumps(argvs), extra_path, timeout=300)
+    return json.loads(proc.stdout)
+
+
+def _run_in(
+    python: str, code: str, stdin: str, extra_path: str | None, *, timeout: float
+) -> subprocess.CompletedProcess:
     env = None
     if extra_path:
-        import os
-
         env = {**os.environ, "PYTHONPATH": extra_path}
-    proc = subprocess.run(
-        [python, "-c", PARSE_WITH_SGLANG],
-        input=json.dumps(argvs),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    try:
+        proc = subprocess.run(
+            [python, "-c", code],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"SGLang's parser did not run in {python}: {exc}") from exc
     if proc.returncode != 0:
         raise RuntimeError(f"SGLang's parser did not run in {python}:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout)
+    return proc

@@ -39,46 +39,88 @@ _FATAL_PATTERNS = (
     re.compile(r"Initialization failed\. Please see the error messages above"),
 )
 
-_DECODE = re.compile(
-    r"Decode batch[.,].*?#running-req:\s*(?P<running>\d+),\s*#token:\s*(?P<tokens>\d+),\s*"
-    r"token usage:\s*(?P<usage>[\d.]+),\s*"
-    r"(?:accept len:\s*(?P<accept_len>[\d.]+),\s*)?"
-    r"(?:accept rate:\s*(?P<accept_rate>[\d.]+),\s*)?"
-    r"(?:.*?cuda graph:\s*(?P<cuda_graph>True|False),\s*)?"
-    r"gen throughput \(token/s\):\s*(?P<gen_tps>[\d.]+),\s*#queue-req:\s*(?P<queue>\d+)"
-)
+# The decode stats line (reference/sglang.md §4). 0.5.23 `managers/scheduler_components/
+# metrics_reporter.py::report_decode_stats` prints "Decode batch[ [iter]], #running-req: N, " then
+# the pool's usage parts (`pool_stats_observer.py::PoolStats.get_decode_usage_msg_parts`: "#token"
+# and "token usage" for a plain pool, "#full token"/"#swa token"/"mamba num"/"#gpu token"... for
+# hybrid and HiSparse pools), the speculative parts, then "{label}: {bool}" where the label is
+# "cuda graph", "cpu graph", "npu graph" or "musa graph" by device, "gen throughput (token/s)" and
+# "#queue-req" (no trailing comma; 0.5.1's `scheduler_metrics_mixin.py::log_decode_stats` prints
+# "Decode batch." and ends in ", "). SGLang's own `debug_utils/log_parser.py::_PATTERN_DECODE`
+# wants both a plain pool and a trailing comma, so the line is read here as its "key: value" parts.
+_DECODE_HEAD = re.compile(r"Decode batch(?: \[(?P<iter>\d+)\])?[.,]\s*")
+_FIELD = re.compile(r"(?P<key>[^:,]+?):\s*(?P<value>[^,]*?)\s*(?:,|$)")
+_GRAPH_LABEL = re.compile(r"^(?:cuda|cpu|npu|musa|\w+) graph$")
 _TIMESTAMP = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)[^\]]*\]")
 
 
 @dataclass(frozen=True)
 class DecodeStats:
     running_req: int
+    # KV tokens in use and their share of the pool; for a hybrid SWA pool the larger of the full
+    # and SWA pools', as SGLang's own `PoolStats.get_kv_token_stats` counts them (mamba excluded).
     tokens: int
     token_usage: float
     accept_len: float | None
     accept_rate: float | None
-    cuda_graph: bool | None
+    cuda_graph: bool | None  # whether the step replayed a graph, whatever the device's label
     gen_throughput: float
     queue_req: int
     timestamp: str | None = None
+    forward_iter: int | None = None  # "Decode batch [N]," with SGLANG_LOG_FORWARD_ITERS=1
+    graph_label: str | None = None  # "cuda graph", "cpu graph", "npu graph", "musa graph"
+    swa_tokens: int | None = None  # hybrid SWA pool ("#swa token")
+    swa_token_usage: float | None = None
+    mamba_usage: float | None = None  # hybrid SSM pool ("mamba usage")
+
+
+def _number(text: str | None, kind: type = float) -> float | int | None:
+    if text is None:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        return None
 
 
 def parse_decode_line(line: str) -> DecodeStats | None:
-    match = _DECODE.search(line)
-    if not match:
+    head = _DECODE_HEAD.search(line)
+    if not head:
         return None
+    fields: dict[str, str] = {}
+    for match in _FIELD.finditer(line, head.end()):
+        fields.setdefault(match.group("key").strip(), match.group("value"))
+    graph_label = next((k for k in fields if _GRAPH_LABEL.match(k)), None)
+    running = _number(fields.get("#running-req"), int)
+    gen_tps = _number(fields.get("gen throughput (token/s)"))
+    queue = _number(fields.get("#queue-req"), int)
+    # A plain pool says "#token"; a hybrid one "#full token"; a HiSparse one "#gpu token".
+    pool = next((p for p in ("", "full ", "gpu ") if f"#{p}token" in fields), None)
+    if running is None or gen_tps is None or queue is None or pool is None:
+        return None
+    tokens = _number(fields[f"#{pool}token"], int)
+    usage = _number(fields.get(f"{pool}token usage"))
+    if tokens is None or usage is None:
+        return None
+    swa_tokens = _number(fields.get("#swa token"), int)
+    swa_usage = _number(fields.get("swa token usage"))
+    graph = fields.get(graph_label) if graph_label else None
     ts = _TIMESTAMP.match(line)
-    g = match.groupdict()
     return DecodeStats(
-        running_req=int(g["running"]),
-        tokens=int(g["tokens"]),
-        token_usage=float(g["usage"]),
-        accept_len=float(g["accept_len"]) if g["accept_len"] else None,
-        accept_rate=float(g["accept_rate"]) if g["accept_rate"] else None,
-        cuda_graph=None if g["cuda_graph"] is None else g["cuda_graph"] == "True",
-        gen_throughput=float(g["gen_tps"]),
-        queue_req=int(g["queue"]),
+        running_req=int(running),
+        tokens=max(int(tokens), int(swa_tokens or 0)),
+        token_usage=max(float(usage), float(swa_usage or 0.0)),
+        accept_len=_number(fields.get("accept len")),
+        accept_rate=_number(fields.get("accept rate")),
+        cuda_graph=None if graph not in ("True", "False") else graph == "True",
+        gen_throughput=float(gen_tps),
+        queue_req=int(queue),
         timestamp=ts.group("ts") if ts else None,
+        forward_iter=int(head.group("iter")) if head.group("iter") else None,
+        graph_label=graph_label,
+        swa_tokens=swa_tokens,
+        swa_token_usage=swa_usage,
+        mamba_usage=_number(fields.get("mamba usage")),
     )
 
 

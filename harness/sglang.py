@@ -15,13 +15,23 @@ punctuation, metric names, the shape of /server_info); those live in `harness/si
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 CURRENT = "0.5.23"  # the surface spoken unless told otherwise; the only place this literal lives
 LEGACY = "0.5.1"
 VERSIONS = (CURRENT, LEGACY)
+
+# The releases read, and the surface each one's parser speaks (`ServerArgs.add_cli_args`, run on
+# the unpacked wheels): 0.5.22's 546 flags and 0.5.23's 561 differ in flags specsweep never
+# builds (0.5.22 lacks the `--enable-hicache` alias and 15 feature flags, 0.5.23 dropped
+# `--speculative-skip-dp-mlp-sync`), and their decode lines, /server_info and graph config are
+# the same code. Which surface an installed SGLang speaks is read from its own parser
+# (`surface_of_flags`); this table is the fallback when only its version can be read.
+RELEASES_READ = {"0.5.1.post3": LEGACY, "0.5.22": CURRENT, "0.5.23": CURRENT}
+# Flags some release of a surface lacks -> the flag every release of both surfaces takes.
+PORTABLE_FLAGS = {"--enable-hicache": "--enable-hierarchical-cache"}
 
 # The log line after which a server has passed its warm-up request (both surfaces, §4).
 READY_LINE = "The server is fired up and ready to roll!"
@@ -59,6 +69,8 @@ class Surface:
     auto_speculative_params: Mapping[str, tuple[int, int, int]]
     auto_speculative_fallback: tuple[int, int, int]
     legacy: bool  # the 0.5.1-era formats (logs, metrics, per-request fields)
+    # A flag only this surface's parser has: what tells an installed SGLang's surface apart.
+    marker_flag: str = ""
 
     def has(self, flag: str) -> bool:
         """False for a flag known not to exist in this surface."""
@@ -83,9 +95,7 @@ class Surface:
         """The flag a ServerSpec field becomes (`tp_size` -> `--tp-size`)."""
         return self.flag_names.get(field, "--" + field.replace("_", "-"))
 
-    def default_speculative_params(
-        self, architecture: str, algorithm: str
-    ) -> tuple[int, int, int]:
+    def default_speculative_params(self, architecture: str, algorithm: str) -> tuple[int, int, int]:
         """(num_steps, topk, draft_tokens) when none of the three is given."""
         if algorithm == "STANDALONE":
             return 3, 1, 4
@@ -157,6 +167,7 @@ _SURFACES = {
         ),
         auto_speculative_fallback=(3, 1, 4),
         legacy=False,
+        marker_flag="--cuda-graph-max-bs-decode",
     ),
     LEGACY: Surface(
         version=LEGACY,
@@ -194,6 +205,7 @@ _SURFACES = {
         ),
         auto_speculative_fallback=(5, 4, 8),
         legacy=True,
+        marker_flag="--cuda-graph-max-bs",
     ),
 }
 
@@ -215,6 +227,22 @@ def surface(version: str = CURRENT) -> Surface:
     except KeyError:
         known = ", ".join(VERSIONS)
         raise KeyError(f"unknown SGLang surface {version!r}: use one of {known}") from None
+
+
+def surface_of_flags(options: Collection[str]) -> str | None:
+    """The surface whose flags a parser has (its option strings), or None when it has neither
+    surface's marker."""
+    for facts in _SURFACES.values():  # the current surface first: its marker is the longer
+        if facts.marker_flag in options:
+            return facts.version
+    return None
+
+
+def replacement_flag(flag: str) -> str | None:
+    """What to pass instead of `flag` where a parser lacks it (None: nothing known)."""
+    if flag in PORTABLE_FLAGS:
+        return PORTABLE_FLAGS[flag]
+    return next((s.absent[flag] for s in _SURFACES.values() if s.absent.get(flag)), None)
 
 
 def canonical_algorithm(name: str | None) -> str | None:

@@ -27,8 +27,11 @@ from harness.spec import TrialSpec
 
 log = logging.getLogger(__name__)
 BYPASSED_ACCEPT_LEN = 1.05  # at or below, the drafter contributes (almost) nothing
-# What /server_info reports that is recorded as effective.<name> (both SGLang versions' names):
-# the searched values first, then what the server may change on its own.
+# What is recorded as effective.<name>: the searched values first, then what the server may
+# change on its own. All but two are top-level /server_info fields (both SGLang versions' names):
+# 0.5.23 resolves the decode CUDA-graph batch into `cuda_graph_config["decode"]["max_bs"]` (its
+# top-level `cuda_graph_max_bs_decode` stays the raw flag, None when unset), and no version has a
+# `cuda_visible_devices` field: that one is the GPUs the harness gave the server.
 EFFECTIVE_KEYS = (
     "speculative_num_steps",
     "speculative_eagle_topk",
@@ -67,8 +70,18 @@ class SilentReporter:
         pass
 
 
-def effective_params(info: dict[str, Any]) -> dict[str, Any]:
+def effective_params(info: dict[str, Any], gpus: str | None = None) -> dict[str, Any]:
+    """EFFECTIVE_KEYS from a server_info answer (0.5.23 `entrypoints/http_server.py::server_info`:
+    `ServerArgs.resolved_dict()` plus scheduler info; 0.5.1 `dataclasses.asdict(server_args)`),
+    with `gpus` (CUDA_VISIBLE_DEVICES as launched) as cuda_visible_devices."""
     effective = {k: info[k] for k in EFFECTIVE_KEYS if k in info}
+    graphs = info.get("cuda_graph_config")
+    decode = graphs.get("decode") if isinstance(graphs, dict) else None
+    if isinstance(decode, dict) and decode.get("max_bs") is not None:
+        effective["cuda_graph_max_bs_decode"] = decode["max_bs"]
+    effective.pop("cuda_visible_devices", None)
+    if gpus is not None:
+        effective["cuda_visible_devices"] = gpus
     if info.get("enable_hierarchical_cache") is False:
         effective["hicache_size"] = 0
     return effective
@@ -151,7 +164,7 @@ def _read_effective_args(server: Server, result: TrialResult, ready_wall_s: floa
     clock = ServerClock.from_server_info(info)
     result.clock_scale = clock.scale
     result.startup_s = clock.seconds(ready_wall_s)
-    result.effective = effective_params(info)
+    result.effective = effective_params(info, gpus=result.gpus)
     return clock
 
 

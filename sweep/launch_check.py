@@ -15,8 +15,9 @@ from harness.command import engine_program, server_flags
 from harness.errors import ConfigError
 from harness.flags import (
     engine_python,
-    installed_sglang_version,
     parse_with_sglang,
+    parser_problems,
+    probe_sglang,
     version_problems,
 )
 from harness.sim.cli import build_parser
@@ -47,9 +48,16 @@ def check_launch_flags(specs: list[TrialSpec]) -> None:
             problems += sim_parser_problems(flags, spec.engine.sglang_version)
             continue
         python = engine_python(engine_program(spec.engine.program))
-        if python is None or installed_sglang_version(python) is None:
+        try:
+            installed = probe_sglang(python) if python else None
+        except RuntimeError:
+            installed = None
+        if python is None or installed is None:
             continue  # preflight says SGLang is missing; the version table already ran
-        for result in parse_with_sglang(python, [flags]):
+        # the flags its parser lacks, each with what to use instead; then its own verdict
+        missing = parser_problems(flags, installed)
+        problems += missing
+        for result in [] if missing else parse_with_sglang(python, [flags]):
             if result["error"]:
                 problems.append(result["error"])
     if problems:

@@ -226,6 +226,8 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
     def warn(message: str) -> None:
         out.warnings.append(message)
 
+    # 0.5.23 reports the flag as given and the resolved batch under cuda_graph_config (sim.info)
+    args["sim_requested_graph_max_bs"] = args["cuda_graph_max_bs_decode"]
     if args["chunked_prefill_size"] is None:
         args["chunked_prefill_size"] = 8192
     graph_off = args["disable_cuda_graph"] or args["cuda_graph_backend_decode"] == "disabled"

@@ -117,6 +117,7 @@ class Engine:
         drift_sigma: float = DRIFT_SIGMA,
         crash_after_tokens: int | None = None,
         on_crash: Callable[[int], None] | None = None,
+        log_forward_iters: bool = False,  # SGLANG_LOG_FORWARD_ITERS: "Decode batch [N],"
     ):
         self.model = model
         self.drift_sigma = drift_sigma
@@ -134,6 +135,8 @@ class Engine:
         self._drift = 0.0  # slowly varying speed deviation of the machine (clocks, PCIe, load)
         self._t = 0.0  # engine time on the virtual clock
         self._iterations = 0
+        self._forward_ct = 0  # prefill and decode forwards, SGLang's scheduler.forward_ct
+        self.log_forward_iters = log_forward_iters
         self._interval_tokens = 0
         self._interval_start = 0.0
         self._n_requests = 0
@@ -228,6 +231,7 @@ class Engine:
         tokens = sum(r.prompt_tokens for r in new)
         seconds = self.model.prefill_s(tokens)
         await self._advance(seconds)
+        self._forward_ct += 1
         self.counters.prompt_tokens += tokens
         self.counters.requests += len(new)
         for r in new:
@@ -263,6 +267,7 @@ class Engine:
         step = self.model.decode_step_s(batch, context)
         await self._advance(step * (1.0 + self._wander(step)))
         self._iterations += 1
+        self._forward_ct += 1
         for r in list(self.running):
             n = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
             n = min(n, r.limit - r.generated)
@@ -309,7 +314,8 @@ class Engine:
         c.last_gen_throughput = self._interval_tokens / gap
         self._interval_tokens, self._interval_start = 0, self._t
         msg = (
-            f"Decode batch{'.' if self.legacy_logs else ','} #running-req: {batch}, "
+            f"Decode batch{self._iter_msg()}{'.' if self.legacy_logs else ','} "
+            f"#running-req: {batch}, "
             f"#token: {self.kv_used()}, "
             f"token usage: {self.kv_used() / max(self.kv_tokens, 1):.2f}, "
         )
@@ -332,3 +338,7 @@ class Engine:
             f"#queue-req: {len(self.waiting)}"
         )
         log.info(msg + (", " if self.legacy_logs else ""))
+
+    def _iter_msg(self) -> str:
+        """0.5.23 `metrics_reporter.py`: f" [{batch_iter}]" only with SGLANG_LOG_FORWARD_ITERS."""
+        return f" [{self._forward_ct}]" if self.log_forward_iters and not self.legacy_logs else ""

@@ -27,27 +27,31 @@ FLUSH_TEXT = (
 
 
 def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]:
-    """Effective args plus state, in the shape of the surface spoken (reference/sglang.md §3)."""
+    """Effective args plus state, in the shape of the surface spoken (reference/sglang.md §3).
+
+    0.5.23 `entrypoints/http_server.py::server_info` returns `utils/common.py::build_server_info`
+    (`ServerArgs.resolved_dict()`, "launch_command", the scheduler's `get_init_info`, "kv_events")
+    plus "startup_time", "internal_states", "version" and "frontend". The resolved decode graph
+    batch is `cuda_graph_config["decode"]["max_bs"]` there; the top-level `cuda_graph_max_bs_decode`
+    stays what was asked. 0.5.1.post3's /get_server_info is `dataclasses.asdict(server_args)`, the
+    scheduler info, "internal_states" and "version". Neither has a CUDA_VISIBLE_DEVICES field (the
+    simulator keeps it under "simulator", which the harness does not read).
+    """
     engine, facts = state.engine, state.surface
     args = {k: v for k, v in reported_args(state.args, facts.version).items() if k != "api_key"}
-    # Which GPUs this server runs on (the environment it was started with), as a GPU box's
-    # operator would check it: the harness records it per trial.
-    gpus = state.simulator.get("cuda_visible_devices")
-    internal: dict[str, Any] = {
-        **args,
-        "cuda_visible_devices": gpus,
-        "last_gen_throughput": engine.counters.last_gen_throughput,
-        "memory_usage": {
-            "weight": round(state.plan.weights_mib / 1024, 2),
-            "kvcache": round(state.plan.kv_pool_mib / 1024, 2),
-            "token_capacity": state.plan.kv_tokens,
-            "cuda_graph" if facts.legacy else "graph": round(state.plan.graph_mib / 1024, 2),
-        },
-    }
-    accept = engine.avg_accept_length()
-    if accept is not None:
-        internal["avg_spec_accept_length"] = accept
+    graph_gb = round(state.plan.graph_mib / 1024, 3)
     if facts.legacy:
+        internal: dict[str, Any] = {
+            **args,
+            "last_gen_throughput": engine.counters.last_gen_throughput,
+            "memory_usage": {
+                "weight": round(state.plan.weights_mib / 1024, 2),
+                "kvcache": round(state.plan.kv_pool_mib / 1024, 2),
+                "token_capacity": state.plan.kv_tokens,
+                "cuda_graph": round(graph_gb, 2),
+            },
+        }
+        _add_accept_length(internal, state)
         internal["load"] = len(engine.running) + len(engine.waiting)
         return {
             **args,
@@ -58,18 +62,78 @@ def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]
             "version": facts.release,
             "simulator": state.simulator,
         }
+    args = _current_graph_args(args, state)
+    captured = args["cuda_graph_config"]["decode"]["max_bs"]
+    internal = {
+        **args,
+        "world_size": args.get("tp_size", 1),
+        "startup_time": state.started_at,
+        "effective_max_running_requests_per_dp": args.get("max_running_requests"),
+        "last_gen_throughput": engine.counters.last_gen_throughput,
+        "memory_usage": {
+            "weight": round(state.plan.weights_mib / 1024, 3),
+            "kvcache": round(state.plan.kv_pool_mib / 1024, 3),
+            "startup_available": None,
+            "token_capacity": state.plan.kv_tokens,
+            "token_capacity_swa": None,
+            "graph": {"decode": graph_gb} if captured else {},
+        },
+        "disaggregation_mode": "null",
+        "decode_cuda_graph_bs": _decode_graph_batches(captured),
+        "decode_cuda_graph_memory_gb": graph_gb if captured else 0.0,
+    }
+    _add_accept_length(internal, state)
     return {
         **args,
         "launch_command": launch_command,
-        "cuda_visible_devices": gpus,
         "status": "ready" if state.status == "Up" else "starting",
         "max_total_num_tokens": state.plan.kv_tokens,
+        "max_req_input_len": state.plan.kv_tokens - 1,
+        "hicache_object_layout": None,
+        "kv_events": None,
         "startup_time": state.started_at,
         "internal_states": [internal],
         "version": facts.release,
         "frontend": "python",
         "simulator": state.simulator,
     }
+
+
+def _add_accept_length(internal: dict[str, Any], state: ServerState) -> None:
+    accept = state.engine.avg_accept_length()
+    if accept is not None:
+        internal["avg_spec_accept_length"] = accept
+
+
+def _current_graph_args(args: dict[str, Any], state: ServerState) -> dict[str, Any]:
+    """0.5.23's graph fields: the per-phase flags as given, the resolution in cuda_graph_config
+    (`model_executor/cuda_graph_config.py::CudaGraphConfig`, serialised whole by `_plain`)."""
+    enabled = state.args.get("cuda_graph_enabled", True)
+    prefill_off = args.get("cuda_graph_backend_prefill") == "disabled"
+    phase = {"bs": None, "tc_compiler": "eager", "max_context_size": None}
+    phase |= {"full_prefill_max_req": None, "full_prefill_prefix_chunk_tokens": None}
+    phase |= {"max_seq_len": None}
+    return {
+        **args,
+        "cuda_graph_max_bs_decode": state.args.get("sim_requested_graph_max_bs"),
+        "cuda_graph_config": {
+            "decode": {
+                **phase,
+                "backend": "full" if enabled else "disabled",
+                "max_bs": args.get("cuda_graph_max_bs_decode") if enabled else None,
+            },
+            "prefill": {**phase, "backend": "disabled" if prefill_off else "breakable"},
+        },
+    }
+
+
+def _decode_graph_batches(max_bs: int | None) -> list[int]:
+    """`cuda_graph_hook.py::generate_decode_cuda_graph_batch_sizes`' speculative list, to max_bs."""
+    if not max_bs:
+        return []
+    sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8)]
+    sizes = [s for s in [*sizes, *range(272, max_bs + 1, 16)] if s <= max_bs]
+    return sizes if max_bs in sizes else [*sizes, max_bs]
 
 
 def model_info(state: ServerState) -> dict[str, Any]:

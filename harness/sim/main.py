@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         drift_sigma=ns.sim_drift,
         crash_after_tokens=faults.crash_after_tokens,
         on_crash=_crash_out_of_memory,
+        log_forward_iters=_env_bool("SGLANG_LOG_FORWARD_ITERS"),
     )
     simulator = {
         "simulated": True,
@@ -306,3 +307,8 @@ def _serve(state: ServerState, host: str, port: int) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _env_bool(name: str) -> bool:
+    """SGLang's `environ.py::EnvBool.parse`: true/1/yes/y (any case) are true."""
+    return os.environ.get(name, "").lower() in ("true", "1", "yes", "y")

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.command import engine_program
 from harness.drafter_gate import drafter_problems
 from harness.errors import ConfigError
-from harness.flags import engine_python, installed_sglang_version, surface_of
+from harness.flags import engine_python, installed_sglang_version, probe_sglang, surface_of
 from harness.gpu import gpu_inventory, gpu_processes
 from harness.layout import ResultsLayout
 from harness.sglang import CURRENT, LEGACY
@@ -59,18 +59,32 @@ def check_engine(cfg: DictConfig) -> Check:
             f"SGLang is not installed for {python or program[0]}",
             "pip install -e '.[sglang]' (or point engine.program at its python)",
         )
-    try:
-        speaks = surface_of(version)
-    except ConfigError as exc:
-        return Check("engine", "fail", str(exc), f"install SGLang {CURRENT} (or {LEGACY}.x)")
+    try:  # which flags its own parser has decides the surface, not a version list
+        installed = probe_sglang(python)
+    except RuntimeError as exc:
+        installed, why = None, str(exc).splitlines()[-1]
+    if installed is not None and installed.surface is not None:
+        speaks, how = installed.surface, "read from its parser"
+    else:
+        try:
+            speaks, how = surface_of(version), "by its version"
+        except ConfigError as exc:
+            reason = why if installed is None else "its parser has neither surface's flags"
+            return Check(
+                "engine",
+                "fail",
+                f"{exc} ({reason})",
+                f"install SGLang {CURRENT} (or {LEGACY}.x), or fix its import in {python}",
+            )
     if wanted is not None and speaks != wanted:
         return Check(
             "engine",
             "fail",
-            f"SGLang {version} is installed; the configs speak the {wanted} flag set",
+            f"SGLang {version} is installed and speaks the {speaks} flag set ({how}); the configs "
+            f"speak the {wanted} flag set",
             f"set engine.sglang_version={speaks} (or leave it unset to detect it)",
         )
-    return Check("engine", "pass", f"SGLang {version}, {speaks} flag set")
+    return Check("engine", "pass", f"SGLang {version}, {speaks} flag set ({how})")
 
 
 def check_gpus(cfg: DictConfig, space: SearchSpace) -> list[Check]:

@@ -52,7 +52,9 @@ def test_server_info_reports_effective_args_and_clock(spec_server):
             assert info["disable_overlap_schedule"] is True  # EAGLE forces overlap off there
         else:
             assert info["version"] == "0.5.23"
-            assert info["cuda_graph_max_bs_decode"] == 48
+            # 0.5.23 resolves the batch into cuda_graph_config; the flag field stays as given
+            assert info["cuda_graph_config"]["decode"]["max_bs"] == 48
+            assert info["cuda_graph_max_bs_decode"] is None
             assert info["disable_overlap_schedule"] is False
 
 

@@ -58,3 +58,88 @@ def test_the_simulators_parser_is_the_last_word_for_engine_sim():
     flags = ["--model-path", "m", "--no-such-flag"]
     assert "unrecognized arguments: --no-such-flag" in sim_parser_problems(flags, "0.5.23")[0]
     assert sim_parser_problems(["--model-path", "m"], "0.5.1") == []
+
+
+def _fake_engine(tmp_path, version: str, flags: list[str]) -> str:
+    """An engine Python whose SGLang is `version` with exactly `flags` in its parser."""
+    import sys
+
+    site = tmp_path / "site"
+    pkg = site / "sglang" / "srt"
+    pkg.mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "server_args.py").write_text(
+        "class ServerArgs:\n"
+        "    @staticmethod\n"
+        "    def add_cli_args(parser):\n"
+        f"        for flag in {flags!r}:\n"
+        "            parser.add_argument(flag)\n"
+    )
+    meta = site / f"sglang-{version}.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return str(python)
+
+
+# 0.5.22's parser (read: ServerArgs.add_cli_args on the unpacked wheel) has the current surface's
+# flags but not 0.5.23's --enable-hicache alias; a 0.5.10 may have either marker.
+_CURRENT_FLAGS = ["--model-path", "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill"]
+_CURRENT_FLAGS += ["--enable-hierarchical-cache", "--hicache-size"]
+
+
+@pytest.mark.parametrize(
+    ("version", "flags", "surface"),
+    [
+        ("0.5.22", _CURRENT_FLAGS, "0.5.23"),
+        ("0.5.10", _CURRENT_FLAGS, "0.5.23"),
+        ("0.5.10", ["--model-path", "--cuda-graph-max-bs"], "0.5.1"),
+    ],
+)
+def test_the_surface_is_read_from_the_installed_parser_not_a_version_list(
+    tmp_path, version, flags, surface
+):
+    from harness.flags import detected_surface, probe_sglang
+
+    python = _fake_engine(tmp_path, version, flags)
+    assert probe_sglang(python).version == version
+    assert detected_surface((python, "-m", "sglang.launch_server")) == surface
+
+
+def test_0522_is_known_to_speak_the_current_surface_by_version_alone():
+    assert surface_of("0.5.22") == "0.5.23"
+
+
+def test_only_what_the_installed_parser_lacks_is_refused_with_the_flag_to_use(tmp_path):
+    from harness.flags import parser_problems, probe_sglang
+
+    installed = probe_sglang(_fake_engine(tmp_path, "0.5.22", _CURRENT_FLAGS))
+    ok = ["--model-path", "m", "--cuda-graph-max-bs-decode", "8", "--enable-hierarchical-cache"]
+    assert parser_problems(ok, installed) == []
+    assert parser_problems(["--enable-hicache"], installed) == [
+        "--enable-hicache does not exist in SGLang 0.5.22: use --enable-hierarchical-cache."
+    ]
+    assert parser_problems(["--cuda-graph-max-bs", "8"], installed) == [
+        "--cuda-graph-max-bs is ambiguous in SGLang 0.5.22 (could match "
+        "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill): use --cuda-graph-max-bs-decode."
+    ]
+    assert parser_problems(["--no-such-flag"], installed) == [
+        "--no-such-flag does not exist in SGLang 0.5.22: drop it."
+    ]
+
+
+def test_preflight_passes_a_mid_release_whose_parser_has_the_current_flags(tmp_path):
+    from omegaconf import OmegaConf
+
+    from sweep.preflight.machine import check_engine
+
+    python = _fake_engine(tmp_path, "0.5.22", _CURRENT_FLAGS)
+    engine = {"name": "sglang", "program": [python, "-m", "sglang.launch_server"]}
+    check = check_engine(OmegaConf.create({"engine": {**engine, "sglang_version": None}}))
+    assert check.status == "pass", check
+    assert "SGLang 0.5.22, 0.5.23 flag set (read from its parser)" in check.message
+    legacy = OmegaConf.create({"engine": {**engine, "sglang_version": "0.5.1"}})
+    assert "set engine.sglang_version=0.5.23" in check_engine(legacy).fix
