@@ -43,13 +43,16 @@ from harness.trial import SilentReporter, run_trial  # noqa: E402
 # The server's fatal log line -> the harness noticing it: what a stopped trial may cost on top of
 # its failure (the tests once asserted these; timing belongs here).
 DETECT_TARGET_S = {"startup_oom": 2.0, "midbench_oom": 2.0, "half_dead_server": 2.0}
+DETECT_TARGET_S |= {"capture_crash_not_oom": 2.0, "watchdog_host_oom": 2.0}
 
 
-def trial_scenario(expect: Outcome, *faults: str, **kw):
+def trial_scenario(expect: Outcome, *faults: str, oom_kind: str | None = None, **kw):
     def run(ctx: Scratch) -> dict:
         spec = ctx.spec(*faults, **kw)
         result = run_trial(spec, ctx.dir / "t")
-        ok = result.outcome is expect
+        ok = result.outcome is expect and result.oom_kind == oom_kind
+        if expect is Outcome.CRASH:
+            ok = ok and result.detect_s is not None  # noticed from its fatal line
         if expect is Outcome.OOM:
             ok = ok and result.detect_s is not None
         if "stall-request=2" in faults:
@@ -61,7 +64,8 @@ def trial_scenario(expect: Outcome, *faults: str, **kw):
             "started": 1,
             "recorded": int((ctx.dir / "t" / "result.json").is_file()),
             "seconds_to_detect": result.detect_s,
-            "note": f"{result.outcome}: {(result.error or 'ok').splitlines()[0][:70]}",
+            "note": f"{result.outcome}{f' ({result.oom_kind})' if result.oom_kind else ''}: "
+            + (result.error or "ok").splitlines()[0][:70],
         }
 
     return run
@@ -157,8 +161,18 @@ def leftover_server(ctx: Scratch) -> dict:
 
 
 SCENARIOS: dict[str, Callable[[Scratch], dict]] = {
-    "startup_oom": trial_scenario(Outcome.OOM, server_kw={"mem_fraction_static": 0.93}),
-    "midbench_oom": trial_scenario(Outcome.OOM, "crash-after-tokens=600", request_timeout_s=600),
+    "startup_oom": trial_scenario(
+        Outcome.OOM, oom_kind="gpu", server_kw={"mem_fraction_static": 0.93}
+    ),
+    "midbench_oom": trial_scenario(
+        Outcome.OOM, "crash-after-tokens=600", oom_kind="gpu", request_timeout_s=600
+    ),
+    # an illegal memory access behind SGLang's "lower --mem-fraction-static" capture hint
+    "capture_crash_not_oom": trial_scenario(Outcome.CRASH, "capture-crash"),
+    # the OOM killer takes a scheduler mid-benchmark; SGLang's subprocess watchdog reports it
+    "watchdog_host_oom": trial_scenario(
+        Outcome.OOM, "host-oom-after-tokens=600", oom_kind="host", request_timeout_s=600
+    ),
     "never_ready": trial_scenario(Outcome.TIMEOUT, "hang-at-startup", ready_timeout_s=3),
     "stalled_request": trial_scenario(Outcome.OK, "stall-request=2", request_timeout_s=3, runs=2),
     "killed_from_outside": killed_from_outside,

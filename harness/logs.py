@@ -12,21 +12,35 @@ from dataclasses import dataclass
 from harness.results import Outcome
 from harness.sglang import READY_LINE
 
-# Texts that mean memory ran out, at start-up or later (GPU or host).
-_OOM_PATTERNS = (
-    re.compile(r"CUDA out of memory", re.I),
-    re.compile(r"OutOfMemoryError"),
-    re.compile(r"Capture cuda graph failed"),
+# Texts that mean memory ran out, by the direction the next configuration must move away from
+# (docs/reliability.md cites each text's SGLang file and version).
+# The KV pool (mem_fraction_static too low for weights + KV pool, or the pool full at run time):
+_KV_POOL_PATTERNS = (
     re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
     re.compile(r"Loaded weights leave no GPU memory for the KV cache"),
+    re.compile(r"(?:Prefill|Decode) out of memory\. Try to lower your batch size"),
+    re.compile(r"Hybrid \(mamba/linear-attention\) state cache is too small to serve"),
+    re.compile(r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache"),
+    re.compile(r"SWA pool cap \(.*\) leaves no room for the full KV pool"),
+    re.compile(r"\[unified-memory-pool\] .*cannot fit ONE worst-case request"),
+)
+# Host memory: the kernel's OOM killer SIGKILLed a scheduler (at start-up, or later as seen by
+# 0.5.23's subprocess watchdog). 0.5.1: "Rank 0 scheduler is dead. ..." then "Exit code: -9".
+_HOST_OOM_PATTERNS = (
     re.compile(r"scheduler died during initialization \(exit code: -9\)"),
-    # 0.5.1: "Rank 0 scheduler is dead. Please check ..." then "Exit code: -9" on its own line
     re.compile(r"scheduler is dead\.[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*Exit code: -9"),
+    re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code -9\."),
 )
-_HOST_OOM = re.compile(
-    r"scheduler died during initialization \(exit code: -9\)"
-    r"|scheduler is dead\.[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*Exit code: -9"
+# The GPU beside the static pool (activations, CUDA graphs, pools outside the fraction). A
+# CUDA-graph capture failure is one only when its cause is one of these: SGLang's wrapper adds
+# the "lower --mem-fraction-static" hint to any RuntimeError, an illegal memory access included.
+_GPU_OOM_PATTERNS = (
+    re.compile(r"CUDA out of memory", re.I),
+    re.compile(r"OutOfMemoryError"),
+    re.compile(r"CUDA(?: error)?\]?: out of memory"),  # the runtime's and Triton's wording
+    re.compile(r"int8 mamba checkpoint pool needs .* HBM is free"),
 )
+_OOM_PATTERNS = (*_KV_POOL_PATTERNS, *_HOST_OOM_PATTERNS, *_GPU_OOM_PATTERNS)
 
 # Lines after which the server is dead or dying (§5): the launcher kills its tree next. A process
 # still alive a moment after one of these is a half-killed server, not a slow one.
@@ -37,6 +51,8 @@ _FATAL_PATTERNS = (
     re.compile(r"SIGQUIT received"),
     re.compile(r"TokenizerManager hit an exception"),
     re.compile(r"Initialization failed\. Please see the error messages above"),
+    re.compile(r"Capture (?:prefill )?cuda graph failed", re.I),
+    re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code"),
 )
 
 # The decode stats line (reference/sglang.md §4). 0.5.23 `managers/scheduler_components/
@@ -138,17 +154,18 @@ def mentions_oom(text: str) -> bool:
 
 def oom_kind(text: str) -> str | None:
     """Which way memory ran out: the direction the next configuration must move away from."""
-    if re.search(r"Not enough memory\. Please try|Loaded weights leave no GPU memory", text):
-        return "kv_pool"  # mem_fraction_static too low for weights + KV pool
-    if _HOST_OOM.search(text):
+    if any(p.search(text) for p in _KV_POOL_PATTERNS):
+        return "kv_pool"  # mem_fraction_static too low: the KV pool is too small
+    if any(p.search(text) for p in _HOST_OOM_PATTERNS):
         return "host"  # the OOM killer: host memory (the HiCache pool) ran out
-    if mentions_oom(text):
+    if any(p.search(text) for p in _GPU_OOM_PATTERNS):
         return "gpu"  # activations / CUDA graphs did not fit beside the static pool
     return None
 
 
 def classify_exit(log_text: str, returncode: int | None) -> Outcome:
-    """Why did a server stop on its own? OOM text wins over everything else."""
+    """Why did a server stop on its own? Memory text wins over everything else; anything else
+    (a capture failure with another cause, a scheduler killed by another signal) is a crash."""
     if mentions_oom(log_text):
         return Outcome.OOM
     return Outcome.CRASH

@@ -116,7 +116,7 @@ class Engine:
         log_format: str = CURRENT,  # the SGLang surface whose decode lines to print
         drift_sigma: float = DRIFT_SIGMA,
         crash_after_tokens: int | None = None,
-        on_crash: Callable[[int], None] | None = None,
+        on_crash: Callable[[int, str], None] | None = None,  # (tokens so far, phase)
         log_forward_iters: bool = False,  # SGLANG_LOG_FORWARD_ITERS: "Decode batch [N],"
     ):
         self.model = model
@@ -143,6 +143,7 @@ class Engine:
         self._crash_after = crash_after_tokens
         self._on_crash = on_crash
         self._total_generated = 0  # since start-up, flushes included (for the crash fault)
+        self._crash_armed = False  # from ready on: the warm-up never trips a crash fault
 
     @property
     def speculative(self) -> bool:
@@ -191,6 +192,7 @@ class Engine:
     def reset_fault_counters(self) -> None:
         """At ready: the crash fault counts tokens generated for clients, not the warm-up's."""
         self._total_generated = 0
+        self._crash_armed = True
 
     def flush(self) -> bool:
         """SGLang flushes (and resets the speculative counters) only when idle."""
@@ -296,9 +298,11 @@ class Engine:
         self.counters.generation_tokens += n
         self._interval_tokens += n
         self._total_generated += n
-        if self._crash_after is not None and self._total_generated >= self._crash_after:
+        crash = self._crash_after is not None and self._total_generated >= self._crash_after
+        if crash and self._crash_armed:
             assert self._on_crash is not None
-            self._on_crash(self._total_generated)
+            # A request's first token comes from its prefill, every later one from a decode step.
+            self._on_crash(self._total_generated, "prefill" if start == 0 else "decode")
         done = request.generated >= request.limit
         request.queue.put_nowait(
             Chunk(

@@ -10,6 +10,18 @@ Each fault is something a real SGLang server does to a sweep left running overni
     refuse-connections         the ready line is printed but the HTTP port accepts nothing
     refuse-connections-after=N after N generation requests the port stops accepting connections
                                (the process stays alive)
+    capture-crash              CUDA-graph capture fails with an illegal memory access (not an OOM,
+                               though SGLang's wrapper appends its "lower --mem-fraction-static"
+                               hint to it too); nothing happens with --disable-cuda-graph
+    kv-oom-after-tokens=N      once N tokens have been generated the KV pool has no room: SGLang's
+                               "Decode out of memory" ("Prefill out of memory" when a request's
+                               first token crosses N), then the scheduler dies
+    host-oom-after-tokens=N    once N tokens have been generated the kernel's OOM killer SIGKILLs
+                               scheduler 0: the launcher's subprocess watchdog reports exit code
+                               -9, then SIGQUIT (0.5.22+ only)
+    hybrid-pool-oom            start-up: the hybrid (mamba) state cache does not fit (0.5.22+ only)
+
+The texts are in harness/sim/failures.py, copied from SGLang's source.
 """
 
 from __future__ import annotations
@@ -23,6 +35,10 @@ KINDS = {
     "stall-request": int,
     "refuse-connections": None,
     "refuse-connections-after": int,
+    "capture-crash": None,
+    "kv-oom-after-tokens": int,
+    "host-oom-after-tokens": int,
+    "hybrid-pool-oom": None,
 }
 
 _NOUN = {int: "an integer", float: "a number"}
@@ -35,6 +51,10 @@ class Faults:
     slow_start_s: float = 0.0
     stall_request: int | None = None
     refuse_connections_after: int | None = None  # 0: from the start
+    capture_crash: bool = False
+    kv_oom_after_tokens: int | None = None
+    host_oom_after_tokens: int | None = None
+    hybrid_pool_oom: bool = False
 
     @classmethod
     def parse(cls, specs: list[str] | None) -> Faults:
@@ -66,7 +86,16 @@ class Faults:
             refuse_connections_after=(
                 0 if values.get("refuse-connections") else values.get("refuse-connections-after")  # type: ignore[arg-type]
             ),
+            capture_crash=bool(values.get("capture-crash")),
+            kv_oom_after_tokens=values.get("kv-oom-after-tokens"),  # type: ignore[arg-type]
+            host_oom_after_tokens=values.get("host-oom-after-tokens"),  # type: ignore[arg-type]
+            hybrid_pool_oom=bool(values.get("hybrid-pool-oom")),
         )
+
+    def given(self, kind: str) -> bool:
+        """Was the fault KIND (its --sim-fault name) asked for?"""
+        value = getattr(self, kind.replace("-", "_"))
+        return value is not None and value is not False
 
     @property
     def any(self) -> bool:

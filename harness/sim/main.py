@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 import time
 from dataclasses import replace
@@ -23,6 +22,13 @@ from harness.sglang import CURRENT, LEGACY, READY_LINE, surface
 from harness.sim.app import ServerState, create_app
 from harness.sim.cli import build_parser, reported_args, resolve, sglang_version_of
 from harness.sim.engine import Engine, VirtualClock
+from harness.sim.failures import (
+    HYBRID_POOL_OOM,
+    NEEDS_CURRENT,
+    capture_crash,
+    die_like_sglang,
+    runtime_death,
+)
 from harness.sim.faults import Faults
 from harness.sim.oracle import build_model
 from harness.sim.perf_model import MemoryPlan, PerfModel
@@ -72,15 +78,6 @@ def _configure_logging(tp: int) -> None:
     sched_log.propagate = False
 
 
-def _die_like_sglang(message: str) -> None:
-    """Scheduler exception -> SIGQUIT to the launcher -> it kills its tree and itself (-9)."""
-    sched_log.error("Scheduler hit an exception: Traceback (most recent call last):\n%s", message)
-    log.error("Received sigquit from a child process. It usually means the child failed.")
-    for handler in logging.getLogger().handlers + sched_log.handlers:
-        handler.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
 def visible_gpus() -> list[str] | None:
     """CUDA_VISIBLE_DEVICES as CUDA reads it: None when unset (every GPU of the box)."""
     value = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -97,6 +94,9 @@ def main(argv: list[str] | None = None) -> None:
         faults = Faults.parse(ns.sim_fault)
     except ValueError as exc:
         parser.error(str(exc))  # exit 2, like any bad flag
+    for kind, why in NEEDS_CURRENT.items():
+        if surface(version).legacy and faults.given(kind):
+            parser.error(f"--sim-fault {kind} needs the current surface: {why}")
     _configure_logging(ns.tp_size)
     if faults.any:
         log.warning("simulator: injecting faults %s", faults)
@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     log.info("server_args=%s", reported_args(args, version))
     _start_up(model, plan, args, clock, faults, version)
 
+    crash_after, on_crash = runtime_death(faults, version, plan.kv_tokens)
     engine = Engine(
         model,
         clock,
@@ -135,8 +136,8 @@ def main(argv: list[str] | None = None) -> None:
         log_format=version,
         seed=ns.sim_seed,
         drift_sigma=ns.sim_drift,
-        crash_after_tokens=faults.crash_after_tokens,
-        on_crash=_crash_out_of_memory,
+        crash_after_tokens=crash_after,
+        on_crash=on_crash,
         log_forward_iters=_env_bool("SGLANG_LOG_FORWARD_ITERS"),
     )
     simulator = {
@@ -163,14 +164,6 @@ def main(argv: list[str] | None = None) -> None:
 
 def _sleep_virtual(clock: VirtualClock, seconds: float) -> None:
     time.sleep(seconds / clock.scale)
-
-
-def _crash_out_of_memory(generated: int) -> None:
-    """The crash-after-tokens fault: a decode-time OOM, which kills the server like SGLang's."""
-    _die_like_sglang(
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. "
-        f"(simulated fault after {generated} generated tokens)"
-    )
 
 
 def _start_up(
@@ -212,13 +205,15 @@ def _start_up(
         gb - plan.weights_mib / 1024,
         plan.weights_mib / 1024,
     )
+    if faults.hybrid_pool_oom:
+        die_like_sglang(HYBRID_POOL_OOM)
     if plan.failure == "kv_pool":
         current = (
             ""
             if surface(version).legacy
             else f" Current value: mem_fraction_static={args['mem_fraction_static']}"
         )
-        _die_like_sglang(
+        die_like_sglang(
             "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
             + current
         )
@@ -239,13 +234,15 @@ def _start_up(
         )
     if not model.dep.cuda_graph:
         if plan.failure == "graph_oom":  # no graphs: the first large activation runs out instead
-            _die_like_sglang("torch.OutOfMemoryError: CUDA out of memory during warm-up prefill.")
+            die_like_sglang("torch.OutOfMemoryError: CUDA out of memory during warm-up prefill.")
         return
     log.info("Capture cuda graph begin. This can take up to several minutes.")
     _sleep_virtual(clock, model.target.load_s * 0.3)
+    if faults.capture_crash:
+        capture_crash(CUDA_GRAPH_OOM_HELP[version])
     if plan.failure == "graph_oom":
         short = plan.non_static_mib - (plan.gpu_mib - plan.static_mib)
-        _die_like_sglang(
+        die_like_sglang(
             "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
             f"{max(short, 64):.0f} MiB. GPU 0 has a total capacity of {plan.gpu_mib / 1024:.2f} "
             f"GiB of which {max(plan.gpu_mib - plan.static_mib - 6000, 0):.2f} MiB is free.\n"

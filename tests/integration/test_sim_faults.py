@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from harness.command import build_server_command
-from harness.errors import ServerOOM, ServerStartTimeout
+from harness.errors import ServerCrashed, ServerOOM, ServerStartTimeout
+from harness.procs import wait_until
 from harness.server import Server
 from harness.sim.faults import Faults
 from tests.conftest import kimi_server, sim_engine
@@ -98,6 +99,82 @@ def test_slow_start_adds_wall_seconds(tmp_path, port):
         assert time.monotonic() - t0 >= 1.5
 
 
+def test_capture_crash_is_an_illegal_memory_access_behind_sglangs_oom_hint(tmp_path, port):
+    server = start(tmp_path, port, "capture-crash")
+    with server, pytest.raises(ServerCrashed) as exc:
+        server.wait_ready()
+    assert exc.value.returncode == -9
+    log = server.log_text()
+    assert "Exception: Capture cuda graph failed: CUDA error: an illegal memory access" in log
+    assert "set --mem-fraction-static to a smaller value" in log  # the wrapper's hint all the same
+    assert "out of memory" not in log
+
+
+def test_hybrid_pool_oom_fails_start_up_with_sglangs_text(tmp_path, port):
+    server = start(tmp_path, port, "hybrid-pool-oom")
+    with server, pytest.raises(ServerOOM) as exc:
+        server.wait_ready()
+    assert exc.value.returncode == -9 and exc.value.kind == "kv_pool"
+    assert "Not enough GPU memory for hybrid (mamba/linear-attention) state cache" in (
+        server.log_text()
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "texts", "kind"),
+    [
+        # one token: the first request's prefill is what finds no room
+        (
+            "kv-oom-after-tokens=1",
+            ["Prefill out of memory. Try to lower your batch size."],
+            "kv_pool",
+        ),
+        (
+            "kv-oom-after-tokens=200",
+            ["Decode out of memory. Try to lower your batch size."],
+            "kv_pool",
+        ),
+        (
+            "host-oom-after-tokens=200",
+            [
+                "Subprocess scheduler_0 (pid=",
+                ") crashed with exit code -9. Triggering SIGQUIT for cleanup...",
+                "SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+            ],
+            "host",
+        ),
+    ],
+)
+def test_memory_failures_after_start_up_die_like_sglang(tmp_path, port, fault, texts, kind):
+    with start(tmp_path, port, fault) as server:
+        # the ready line, not wait_ready: its /health_generate would be the first request
+        assert wait_until(lambda: "fired up" in server.log_text(), deadline_s=20)
+        with pytest.raises(httpx.HTTPError):
+            generate(port, 2000)
+        assert wait_until(lambda: server.returncode is not None, deadline_s=10)
+        assert server.returncode == -9
+        log = server.log_text()
+        for text in texts:
+            assert text in log
+        with pytest.raises(ServerOOM) as exc:
+            server.raise_if_exited("benchmark")
+        assert exc.value.kind == kind
+
+
+@pytest.mark.parametrize("fault", ["host-oom-after-tokens=10", "hybrid-pool-oom"])
+def test_faults_051_cannot_show_are_refused_under_its_surface(fault):
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "harness.sim", "--model-path", "m"),
+            *("--sim-sglang-version", "0.5.1", "--sim-fault", fault),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "needs the current surface" in proc.stderr
+
+
 @pytest.mark.parametrize(
     ("fault", "message"),
     [
@@ -120,4 +197,8 @@ def test_bad_fault_is_a_usage_error(fault, message):
 def test_fault_parsing():
     faults = Faults.parse(["crash-after-tokens=10", "refuse-connections"])
     assert faults.crash_after_tokens == 10 and faults.refuse_connections_after == 0
+    faults = Faults.parse(["capture-crash", "kv-oom-after-tokens=5", "host-oom-after-tokens=7"])
+    assert faults.capture_crash and faults.kv_oom_after_tokens == 5
+    assert faults.host_oom_after_tokens == 7 and faults.given("host-oom-after-tokens")
+    assert not faults.given("hybrid-pool-oom")
     assert not Faults.parse([]).any

@@ -61,6 +61,42 @@ def test_oom_mid_benchmark_keeps_completed_runs_and_is_noticed_at_once(tmp_path,
     assert processes_mentioning(f"--port {port} ") == []
 
 
+@pytest.mark.parametrize(
+    ("fault", "text", "kind"),
+    [
+        (
+            "kv-oom-after-tokens=600",
+            "Decode out of memory. Try to lower your batch size.",
+            "kv_pool",
+        ),
+        ("host-oom-after-tokens=600", "crashed with exit code -9. Triggering SIGQUIT", "host"),
+    ],
+)
+def test_memory_failures_mid_benchmark_are_ooms_of_their_kind(tmp_path, port, fault, text, kind):
+    # Warm-up 256 + run 1 256 tokens fit; run 2 crosses 600 and the server dies as SGLang does.
+    spec = trial(tmp_path, port, fault, request_timeout_s=REQUEST_DEADLINE_S)
+    result = run_trial(spec, tmp_path / "t")
+    assert result.outcome is Outcome.OOM and result.oom_kind == kind, result.error
+    assert text in result.log_excerpt
+    assert len(result.runs) >= 1  # what was measured before is kept
+    saved = json.loads((tmp_path / "t" / "result.json").read_text())
+    assert saved["outcome"] == "oom" and saved["oom_kind"] == kind
+    assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_a_capture_crash_that_is_not_out_of_memory_is_a_crash(tmp_path, port):
+    result = run_trial(trial(tmp_path, port, "capture-crash"), tmp_path / "t")
+    assert result.outcome is Outcome.CRASH and result.oom_kind is None, result.error
+    assert "Capture cuda graph failed: CUDA error: an illegal memory access" in result.log_excerpt
+    saved = json.loads((tmp_path / "t" / "result.json").read_text())
+    assert saved["outcome"] == "crash" and saved["oom_kind"] is None
+
+
+def test_a_hybrid_pool_that_does_not_fit_is_a_kv_pool_oom(tmp_path, port):
+    result = run_trial(trial(tmp_path, port, "hybrid-pool-oom"), tmp_path / "t")
+    assert result.outcome is Outcome.OOM and result.oom_kind == "kv_pool", result.error
+
+
 def test_stalled_request_marks_its_run_incomplete_and_the_trial_goes_on(tmp_path, port):
     # Request 2 is the first measured one: it gets one token, then nothing.
     spec = trial(tmp_path, port, "stall-request=2", request_timeout_s=3, runs=2)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness import logs
 from harness.logs import classify_exit, excerpt, is_ready_line, parse_decode_line
 from harness.results import Outcome
 
@@ -185,3 +186,154 @@ def test_parses_every_decode_line_form_sglang_prints(line, expected):
 def test_the_graph_label_defaults_to_cuda_and_no_iteration():
     stats = parse_decode_line(V0523_PLAIN)
     assert stats.graph_label == "cuda graph" and stats.forward_iter is None
+
+
+# -- how a server died, with SGLang's own texts (docs/reliability.md cites file and version) ----
+TORCH_NOTE = (
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+)
+# 0.5.23 model_executor/runner_backend_utils/__init__.py: CUDA_GRAPH_CAPTURE_FAILED_MSG
+CAPTURE_HINT = (
+    "Possible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+    "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
+    "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
+    "(Not recommended. Huge performance loss)\n"
+    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+)
+
+
+def capture_failure(cause: str) -> str:
+    """0.5.23 decode_cuda_graph_runner.py: `raise Exception(f"Capture cuda graph failed: {e}\\n
+    {CUDA_GRAPH_CAPTURE_FAILED_MSG}")` for any RuntimeError, in the scheduler's traceback."""
+    return (
+        "[2026-01-01 12:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        f"{cause}\n\nDuring handling of the above exception, another exception occurred:\n\n"
+        f"Exception: Capture cuda graph failed: {cause.split(': ', 1)[1]}\n{CAPTURE_HINT}"
+        "[2026-01-01 12:00:00] Received sigquit from a child process. It usually means the child "
+        "failed.\n"
+    )
+
+
+def test_a_capture_failure_from_an_illegal_memory_access_is_a_crash():
+    text = capture_failure(
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+        + TORCH_NOTE
+    )
+    assert classify_exit(text, -9) is Outcome.CRASH
+    assert logs.oom_kind(text) is None
+    assert logs.is_fatal_line(text.splitlines()[0])
+    assert logs.is_fatal_line("Exception: Capture cuda graph failed: CUDA error: an illegal memory")
+    # 0.5.23's prefill runner words its wrapper differently (prefill_cuda_graph_runner.py)
+    assert logs.is_fatal_line("RuntimeError: Capture prefill CUDA graph failed: Triton Error")
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 139.72 GiB of which 1.06 GiB is free.",
+        f"torch.AcceleratorError: CUDA error: out of memory\n{TORCH_NOTE}",
+        "RuntimeError: Triton Error [CUDA]: out of memory",
+    ],
+)
+def test_a_capture_failure_from_out_of_memory_is_a_gpu_oom(cause):
+    text = capture_failure(cause)
+    assert classify_exit(text, -9) is Outcome.OOM and logs.oom_kind(text) == "gpu"
+
+
+# 0.5.23 mem_cache/allocation.py (0.5.1.post3 managers/schedule_batch.py says the same): the KV
+# allocator found no slot even after evicting the radix cache.
+KV_EXHAUSTED = [
+    "Decode out of memory. Try to lower your batch size.\nTry to allocate 48 tokens.\n"
+    "Available tokens: 7 (available_size=7 + evictable_size=0)\n",
+    "Prefill out of memory. Try to lower your batch size.\nTry to allocate 8192 tokens.\n"
+    "Available tokens: 5120 (available_size=5120 + evictable_size=0)\n",
+]
+
+
+@pytest.mark.parametrize("text", KV_EXHAUSTED)
+def test_kv_pool_exhaustion_at_run_time_is_a_kv_pool_oom(text):
+    log = (
+        f"[2026-01-01 12:00:00 TP0] {text}"
+        "[2026-01-01 12:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        f"RuntimeError: {text}"
+        "[2026-01-01 12:00:00] SIGQUIT received. signum=None, frame=None. It usually means one "
+        "child failed.\n"
+    )
+    assert logs.is_fatal_line(log.splitlines()[0])
+    assert classify_exit(log, -9) is Outcome.OOM and logs.oom_kind(log) == "kv_pool"
+
+
+# 0.5.23 texts of hybrid-pool (mamba / linear attention, SWA, unified pool) models that ran short.
+HYBRID_TOO_SMALL = [
+    # mem_cache/kv_cache_configurator.py
+    "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+    "max_mamba_cache_size=0 (total_rest_memory=0.41 GB, mamba_cache_per_req=48.00 MB). Try: (1) "
+    "reduce --max-running-requests, (2) increase --mem-fraction-static, (3) reduce "
+    "--speculative-num-draft-tokens, or (4) use GPUs with more memory.",
+    "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+    "max_mamba_cache_size=2, mamba_ratio=3, resulting max_num_reqs=0. Try: (1) reduce "
+    "--max-running-requests, (2) increase --mem-fraction-static, or (3) use GPUs with more memory.",
+    # model_executor/pool_configurator.py (SWA, then DSV4)
+    "RuntimeError: SWA pool cap (65536 tokens, 3.00 GiB) leaves no room for the full KV pool "
+    "within the available 2.50 GiB. Reduce --max-running-requests, lower "
+    "SGLANG_SWA_EVICTION_INTERVAL, or increase --mem-fraction-static.",
+    "RuntimeError: The DSV4 SWA pool cap (65536 tokens, 3.00 GB) leaves no room for the full KV "
+    "pool within the available 2.50 GB. Reduce --max-running-requests, lower --swa-prefix-tails "
+    "or SGLANG_SWA_EVICTION_INTERVAL, or increase --mem-fraction-static.",
+    # mem_cache/unified_memory_pool.py
+    "RuntimeError: [unified-memory-pool] hybrid_linear: byte budget 1048576 cannot fit ONE "
+    "worst-case request (bs=1 floor 2097152 = kv=1048576 + mamba=1048576). A pool this size "
+    "retract-livelocks at runtime. Raise --mem-fraction-static, lower the model context length, "
+    "or reduce reserved memory.",
+]
+
+
+@pytest.mark.parametrize("text", HYBRID_TOO_SMALL)
+def test_hybrid_pools_that_do_not_fit_are_kv_pool_ooms(text):
+    assert classify_exit(f"line\n{text}\n", -9) is Outcome.OOM and logs.oom_kind(text) == "kv_pool"
+
+
+def test_an_int8_mamba_checkpoint_pool_beside_the_static_pool_is_a_gpu_oom():
+    # mem_cache/mamba_checkpoint_pool.py: allocated from the headroom outside the fraction
+    text = (
+        "RuntimeError: int8 mamba checkpoint pool needs ~6.10GB but only 2.00GB HBM is free. "
+        "Lower --int8-mamba-ckpt-size (currently 512) or --mem-fraction-static."
+    )
+    assert classify_exit(text, -9) is Outcome.OOM and logs.oom_kind(text) == "gpu"
+
+
+def watchdog(exitcode: int) -> str:
+    """0.5.23 utils/watchdog.py SubprocessWatchdog, then tokenizer_manager.py's running-phase
+    SIGQUIT handler (added with loop.add_signal_handler: called without arguments)."""
+    return (
+        f"[2026-01-01 12:00:00] Subprocess scheduler_0 (pid=4242) crashed with exit code "
+        f"{exitcode}. Triggering SIGQUIT for cleanup...\n"
+        "[2026-01-01 12:00:00] SIGQUIT received. signum=None, frame=None. It usually means one "
+        "child failed.\n"
+    )
+
+
+def test_a_scheduler_the_oom_killer_took_after_start_up_is_a_host_oom():
+    text = watchdog(-9)
+    assert logs.is_fatal_line(text.splitlines()[0])
+    assert classify_exit(text, -9) is Outcome.OOM and logs.oom_kind(text) == "host"
+
+
+@pytest.mark.parametrize("exitcode", [-6, -11, 1])  # std::terminate (NCCL timeout), segfault
+def test_a_scheduler_dead_of_another_signal_is_a_crash(exitcode):
+    text = watchdog(exitcode)
+    assert logs.is_fatal_line(text.splitlines()[0])
+    assert classify_exit(text, -9) is Outcome.CRASH and logs.oom_kind(text) is None
+
+
+def test_request_slots_running_out_is_a_crash_not_a_memory_failure():
+    # mem_cache/allocation.py: the pool has --max-running-requests slots; SGLang calls running
+    # out an admission bug ("the admission budget (PrefillAdder) was wrong"), not memory.
+    text = (
+        "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for "
+        "`--max-running-requests`. req_to_token_pool.available_size()=0, num_reqs=3, "
+    )
+    assert classify_exit(text, -9) is Outcome.CRASH

@@ -165,3 +165,11 @@ def test_objectives():
     )
     with pytest.raises(ValueError, match=r"search\.objective='latency'"):
         Objective("latency", 64)
+
+
+def test_a_crash_predicts_no_oom_even_with_a_memory_kind():
+    # A capture failure from an illegal memory access is a crash (harness.logs): nothing is
+    # predicted from it, whatever memory, draft size and graph batch come next.
+    s, driver = study()
+    driver.tell(s.ask(), cand(mem=0.85), result(Outcome.CRASH, oom_kind="gpu"), None)
+    assert driver.verdict(cand(mem=0.93, steps=4, draft=5)).action == "launch"
