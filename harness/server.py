@@ -233,6 +233,9 @@ class Server:
             message = f"server failed during {during}: its log reports a fatal error"
         else:
             self._drain_log()
+            # The pump may time the fatal line only while draining: detection ends here, after it
+            # (timed before the drain, a detection could read as negative).
+            now = time.monotonic()
             message = f"server exited during {during} with return code {rc}"
         if self._fatal_at is not None:
             self.detect_s = now - self._fatal_at
