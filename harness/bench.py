@@ -4,8 +4,9 @@ Warm-up requests are recorded but never measured. Each measured run is preceded 
 the server's cache, so no run reuses another's prefixes and the server's speculative counters
 cover only that run; its accept length comes from the same window (`harness.acceptance`). The
 schedule decides one run at a time from what was measured so far: `runs` complete runs per
-concurrency level (an incomplete one is replaced, up to `max_runs`), more while `adaptive` and
-the 95% interval is wider than `target_ci_pct`, none after an early stop.
+concurrency level (an incomplete one, with a stalled or an aborted request, is replaced, up to
+`max_runs`), more while `adaptive` and the 95% interval is wider than `target_ci_pct`, none
+after an early stop.
 
 Every step runs beside a watchdog that checks the server every WATCH_INTERVAL_S, so a server that
 dies mid-run ends the benchmark at once, not when its requests time out. Records survive a
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 import httpx
 
 from harness.acceptance import open_window, window_accept_length
-from harness.client import deadline_error, stream_request
+from harness.client import deadline_error, is_aborted, stream_request
 from harness.clock import ServerClock
 from harness.metrics import Timeline, aggregate_metrics, summarize_run
 from harness.prompts import load_prompts
@@ -228,9 +229,13 @@ class Benchmark:
                 self._client, window, timelines, self.server_log
             )
         summary = summarize_run(run.number, run.concurrency, timelines, span, accept, source)
-        # A request that missed its deadline held a slot the whole time: the run's rates are
-        # not this configuration's. Kept and flagged, left out of the trial's means.
-        summary.incomplete = any(t.record.error == deadline_error(self.spec) for t in timelines)
+        # A request that missed its deadline held a slot the whole time, one the server aborted
+        # mid-stream gave its slot up early: either way the run's rates are not this
+        # configuration's. Kept and flagged, replaced (up to max_runs), left out of the means.
+        summary.incomplete = any(
+            t.record.error == deadline_error(self.spec) or is_aborted(t.record.error)
+            for t in timelines
+        )
         return summary
 
     def _server_time(self, wall: float) -> float:

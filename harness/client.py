@@ -9,6 +9,7 @@ monotonic -> server seconds since the benchmark started).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 from collections.abc import Callable
@@ -23,10 +24,17 @@ from harness.prompts import Prompt
 from harness.results import RequestRecord
 from harness.spec import BenchmarkSpec
 
+ABORTED = "aborted by the server"  # how an aborted request's error starts
+
 
 def deadline_error(spec: BenchmarkSpec) -> str:
     """The error a request that missed its deadline is recorded with."""
     return f"no complete response within {spec.request_deadline_s:.0f} s (wall): stalled"
+
+
+def is_aborted(error: str | None) -> bool:
+    """Whether a request's error says the server aborted it mid-stream."""
+    return error is not None and error.startswith(ABORTED)
 
 
 def request_body(
@@ -90,9 +98,16 @@ async def stream_request(
                         break
                     if state.add(json.loads(data)):
                         timeline.points.append((server_time(ServerClock.now()), state.tokens))
-        state.complete(record)
+        if state.abort is not None:
+            with contextlib.suppress(BenchmarkError):
+                state.complete(record)  # the partial counts, kept for the record only
+            record.error = f"{ABORTED}: {state.abort}"  # not ok: in no rate, accept or truncation
+        else:
+            state.complete(record)
     except TimeoutError:
         record.error = deadline_error(spec)
+    except httpx.RemoteProtocolError as exc:  # 0.5.1.post3 aborts by cutting the stream
+        record.error = f"{ABORTED}: the stream ended early ({exc})"
     except (httpx.HTTPError, BenchmarkError, json.JSONDecodeError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
     if record.error is None:
@@ -114,15 +129,26 @@ class _StreamState:
         self.meta: dict[str, Any] = {}
         self.finish_reason: str | None = None
         self.answered = False  # content after the reasoning arrived
+        self.abort: str | None = None  # what the server said when it aborted the request
 
     def add(self, chunk: dict[str, Any]) -> bool:
-        """Record a chunk; True if it carried new tokens."""
+        """Record a chunk; True if it carried new tokens.
+
+        An aborted request (SGLang 0.5.23) is read as such: on chat an `{"error": {...}}` chunk
+        (then the usage chunk and [DONE]) or a choice with finish_reason "abort"; on /generate a
+        meta_info finish_reason {"type": "abort", "message": ...} or an `{"error": ...}` chunk."""
+        error = chunk.get("error")
+        if isinstance(error, dict):
+            self.abort = _error_text(error)
+            return False
         if self.api == "generate":
-            self.meta = chunk.get("meta_info") or {}
+            self.meta = chunk.get("meta_info") or self.meta
             reported = int(self.meta.get("completion_tokens") or 0)
             reason = self.meta.get("finish_reason")
             if isinstance(reason, dict):
                 self.finish_reason = reason.get("type")
+                if self.finish_reason == "abort":
+                    self.abort = _error_text(reason)
             self.exact = True
             new = reported > self.tokens
             self.tokens = max(self.tokens, reported)
@@ -140,6 +166,8 @@ class _StreamState:
             if delta.get("content") or delta.get("reasoning_content"):
                 new = True
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            if self.finish_reason == "abort" and self.abort is None:  # a graceful abort
+                self.abort = "finish_reason abort"
         if new:
             self.chunks += 1
             if chunk.get("usage"):  # continuous usage: exact cumulative count per chunk
@@ -177,3 +205,13 @@ class _StreamState:
         if self.exact or not points or not total:
             return points
         return [(t, math.ceil(total * n / self.chunks)) for t, n in points]
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    """`HTTP 500 INTERNAL_SERVER_ERROR: <message>` from a chat error chunk's `error` (code,
+    type, message) or a /generate abort finish_reason (status_code, message)."""
+    code = error.get("code", error.get("status_code"))
+    kind = error.get("type") if error.get("type") not in (None, "abort") else None
+    head = " ".join(str(part) for part in (f"HTTP {code}" if code else None, kind) if part)
+    message = str(error.get("message") or "aborted")
+    return f"{head}: {message}" if head else message

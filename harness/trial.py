@@ -15,14 +15,18 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
+
 from harness.bench import Benchmark, BenchmarkResult
+from harness.client import deadline_error, is_aborted
 from harness.clock import ServerClock
 from harness.command import ServerCommand, build_server_command
 from harness.drafter_gate import check_drafter
-from harness.errors import ServerCrashed, ServerOOM, ServerStartTimeout
+from harness.errors import ServerCrashed, ServerError, ServerOOM, ServerStartTimeout
+from harness.procs import wait_until
 from harness.redact import recorded_argv, recorded_shell
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
-from harness.server import Server
+from harness.server import FATAL_GRACE_S, Server
 from harness.spec import TrialSpec
 
 log = logging.getLogger(__name__)
@@ -103,7 +107,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
     try:
         with server:  # start: its own process group, its log in server.log
             reporter.server_starting(spec)
-            ready_wall_s = server.wait_ready()  # log line + /health_generate, process alive
+            ready_wall_s = server.wait_ready()  # /health_generate 200, process alive
             clock = _read_effective_args(server, result, ready_wall_s)
             reporter.server_ready(result.startup_s, result.effective)
             bench = _benchmark(spec, server, clock, reporter)
@@ -112,6 +116,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 for run in bench.schedule():  # repeats: replaced, adaptive, stopped early
                     bench.flush()  # no run reuses another's cache or counters
                     reporter.run_done(bench.measure(run), spec.benchmark.runs)
+                _check_after_last_run(server)  # a server that died with the last request
                 measured = bench.result()  # aggregate: means and intervals over the runs
         _judge(result, measured, spec)
     except ServerOOM as exc:
@@ -184,6 +189,20 @@ def _benchmark(
     )
 
 
+def _check_after_last_run(server: Server) -> None:
+    """Check the server once more before the trial may be ok: the watchdog runs only beside a
+    step, and tolerates a live process for FATAL_GRACE_S after a fatal line, so a server that
+    died during the last request would otherwise leave an `ok` trial. A round trip to it
+    (/server_info asks the scheduler) first; if that fails, the process gets FATAL_GRACE_S to
+    exit or to outlive its fatal line, then `raise_if_exited` turns it into ServerOOM or
+    ServerCrashed (what was measured is kept)."""
+    try:
+        server.server_info()
+    except (httpx.HTTPError, ServerError, ValueError):
+        wait_until(lambda: server.returncode is not None, deadline_s=FATAL_GRACE_S * 1.5)
+    server.raise_if_exited(during="the last run")
+
+
 def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> None:
     """The outcome and warnings the measurements themselves call for."""
     result.metrics, result.runs = measured.metrics, measured.runs
@@ -198,8 +217,11 @@ def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> N
         errors = [r.error for r in measured.records if r.error]
         result.outcome = Outcome.ERROR
         result.error = "no request completed" + (f": {errors[0]}" if errors else "")
-    if any(r.incomplete for r in result.runs):
+    measured_errors = [r.error for r in measured.records if r.phase == "measure" and r.error]
+    if any(e == deadline_error(spec.benchmark) for e in measured_errors):
         result.warnings.append("stalled_requests")
+    if any(is_aborted(e) for e in measured_errors):
+        result.warnings.append("aborted_requests")  # its runs were replaced like stalled ones
     accept = result.metrics.get("accept_len")
     if spec.server.speculative and accept is not None and accept <= BYPASSED_ACCEPT_LEN:
         # Every draft rejected: the seeds' EAGLE-vs-EAGLE3 failure, or a broken drafter.

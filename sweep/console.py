@@ -138,6 +138,13 @@ class ConsoleReporter:
                 "they are recorded as incomplete and left out of the means.",
                 soft_wrap=True,
             )
+        if "aborted_requests" in result.warnings:
+            console.print(
+                "    [yellow]warning:[/] the server aborted a request mid-stream (its error is in "
+                "requests.jsonl); the run is recorded as incomplete, left out of the means and "
+                "repeated.",
+                soft_wrap=True,
+            )
         if "drafter_bypassed" in result.warnings:
             console.print(
                 f"{self.indent}[bold red]warning:[/] accept length "

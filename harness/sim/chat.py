@@ -13,7 +13,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from harness.sim.engine import Chunk, SimRequest
-from harness.sim.state import ServerState, error_response, json_body, spec_meta
+from harness.sim.state import (
+    ABORT_STATUS,
+    ServerState,
+    error_response,
+    finish_request,
+    json_body,
+    spec_meta,
+)
 from harness.sim.text import token_text
 
 
@@ -29,9 +36,7 @@ def add_chat_route(app: FastAPI, state: ServerState) -> None:
         prompt = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
         if not isinstance(max_tokens, int) or max_tokens < 1:
-            return error_response(
-                400, f"max_tokens must be a positive integer, got {max_tokens!r}"
-            )
+            return error_response(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
         kwargs = body.get("chat_template_kwargs") or {}
         thinking = bool(kwargs.get("thinking", kwargs.get("enable_thinking", True)))
         request = state.engine.new_request(
@@ -120,6 +125,10 @@ class _Completion:
             first = True
             while not finished:
                 chunk = await self.request.queue.get()
+                if chunk.finish_reason == "abort":
+                    finished = True
+                    yield self._abort_chunk()
+                    break
                 delta = self._delta(chunk)
                 if first:
                     delta = {"role": "assistant", **delta}
@@ -136,9 +145,20 @@ class _Completion:
             if include_usage:
                 yield self._chunk([], self.usage())
             yield "data: [DONE]\n\n"
+            finish_request(self.state, self.request)
         finally:
             if not finished:
                 self.state.engine.abort(self.request)
+
+    def _abort_chunk(self) -> str:
+        """SGLang 0.5.23 serving_chat.py: an abort with a status code (a system error: OOM,
+        timeout) is one `{"error": ...}` chunk (serving_base.create_streaming_error_response);
+        the loop breaks, then the sglext and usage chunks and [DONE] follow as usual."""
+        if self.state.legacy:  # 0.5.1.post3 raises HTTPException inside the stream: it is cut
+            raise RuntimeError(f"HTTPException(status_code=500): {self.request.abort}")
+        code, name = ABORT_STATUS
+        error = {"object": "error", "message": self.request.abort, "type": name, "param": None}
+        return f"data: {json.dumps({'error': {**error, 'code': code}})}\n\n"
 
     async def whole(self) -> dict[str, Any]:
         reasoning, content, finish = [], [], None

@@ -77,6 +77,8 @@ class SimRequest:
     generated: int = 0
     verify_ct: int = 0
     stalled: bool = False  # fault injection: no token after the first
+    abort: str | None = None  # fault injection: aborted with this message after two chunks
+    die_after: bool = False  # fault injection: the server dies once this request finished
 
     @property
     def limit(self) -> int:
@@ -271,6 +273,10 @@ class Engine:
         self._iterations += 1
         self._forward_ct += 1
         for r in list(self.running):
+            if r.abort is not None and r.generated > 1:  # mid-stream: prefill's + one decode
+                self.running.remove(r)
+                r.queue.put_nowait(Chunk([], "abort", self._t))
+                continue
             n = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
             n = min(n, r.limit - r.generated)
             if self.speculative:

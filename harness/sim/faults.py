@@ -7,6 +7,11 @@ Each fault is something a real SGLang server does to a sweep left running overni
     hang-at-startup            start-up stops after "Load weight begin" and never gets further
     slow-start=S               start-up takes S more wall seconds than the model says
     stall-request=N            the N-th generation request gets its first token, then no more
+    abort-request=N            the N-th generation request is aborted mid-stream, as SGLang 0.5.23
+                               aborts one that decode retraction cannot make room for (an error
+                               chunk, then usage and [DONE]; /generate: finish_reason "abort")
+    die-after-request=N        the server dies right at the end of the N-th generation request:
+                               the fatal line, the request's last chunk, then SIGKILL
     refuse-connections         the ready line is printed but the HTTP port accepts nothing
     refuse-connections-after=N after N generation requests the port stops accepting connections
                                (the process stays alive)
@@ -33,6 +38,8 @@ KINDS = {
     "hang-at-startup": None,
     "slow-start": float,
     "stall-request": int,
+    "abort-request": int,
+    "die-after-request": int,
     "refuse-connections": None,
     "refuse-connections-after": int,
     "capture-crash": None,
@@ -50,6 +57,8 @@ class Faults:
     hang_at_startup: bool = False
     slow_start_s: float = 0.0
     stall_request: int | None = None
+    abort_request: int | None = None
+    die_after_request: int | None = None
     refuse_connections_after: int | None = None  # 0: from the start
     capture_crash: bool = False
     kv_oom_after_tokens: int | None = None
@@ -83,6 +92,8 @@ class Faults:
             hang_at_startup=bool(values.get("hang-at-startup")),
             slow_start_s=float(values.get("slow-start", 0.0)),  # type: ignore[arg-type]
             stall_request=values.get("stall-request"),  # type: ignore[arg-type]
+            abort_request=values.get("abort-request"),  # type: ignore[arg-type]
+            die_after_request=values.get("die-after-request"),  # type: ignore[arg-type]
             refuse_connections_after=(
                 0 if values.get("refuse-connections") else values.get("refuse-connections-after")  # type: ignore[arg-type]
             ),

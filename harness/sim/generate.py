@@ -11,7 +11,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from harness.sim.engine import Chunk, SimRequest
-from harness.sim.state import ServerState, error_response, json_body, spec_meta
+from harness.sim.state import (
+    ABORT_STATUS,
+    ServerState,
+    error_response,
+    finish_request,
+    json_body,
+    spec_meta,
+)
 from harness.sim.text import token_text
 
 
@@ -60,12 +67,23 @@ class _Generation:
         }
         if not self.state.legacy:
             meta["reasoning_tokens"] = min(r.generated, r.thinking_tokens)
-        if finish is not None:
+        if finish == "abort":
+            # SGLang 0.5.23 schedule_batch.FINISH_ABORT.to_json(), HTTPStatus as its value
+            # (orjson): the stream's last chunk before [DONE] (tokenizer_manager.py
+            # _handle_abort_finish_reason passes a stream abort through).
+            meta["finish_reason"] = {
+                "type": "abort",
+                "message": r.abort,
+                "status_code": ABORT_STATUS[0],
+                "err_type": None,
+            }
+        elif finish is not None:
             meta["finish_reason"] = (
                 {"type": "length", "length": r.generated}
                 if finish == "length"
                 else {"type": "stop", "matched": None}
             )
+        if finish is not None:
             meta.update(spec_meta(self.state, r))
             meta["e2e_latency"] = round(time.time() - self.started, 6)
         return meta
@@ -82,6 +100,9 @@ class _Generation:
                 chunk = await self.request.queue.get()
                 self._add(chunk)
                 finished = chunk.finish_reason is not None
+                if chunk.finish_reason == "abort" and self.state.legacy:
+                    # 0.5.1.post3 tokenizer_manager raises HTTPException: the stream is cut
+                    raise RuntimeError(f"HTTPException(status_code=500): {self.request.abort}")
                 payload = {
                     "text": "".join(self.text),
                     "meta_info": self._meta(chunk.finish_reason),
@@ -89,6 +110,7 @@ class _Generation:
                 }
                 yield f"data: {json.dumps(payload)}\n\n"
             yield "data: [DONE]\n\n"
+            finish_request(self.state, self.request)
         finally:
             if not finished:
                 self.state.engine.abort(self.request)

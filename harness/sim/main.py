@@ -63,10 +63,16 @@ CUDA_GRAPH_OOM_HELP = {
 }
 
 
-def _configure_logging(tp: int) -> None:
+def _configure_logging(tp: int, level: str = "info") -> None:
+    """SGLang's configure_logger (0.5.23 utils/common.py): the root level is --log-level, so at
+    `warning` no INFO line (the "fired up" one included) is printed."""
     fmt = "[%(asctime)s] %(message)s"
     logging.basicConfig(
-        level=logging.INFO, format=fmt, datefmt="%Y-%m-%d %H:%M:%S", stream=sys.stdout, force=True
+        level=getattr(logging, level.upper()),
+        format=fmt,
+        datefmt="%Y-%m-%d %H:%M:%S",
+        stream=sys.stdout,
+        force=True,
     )
     # Scheduler lines carry SGLang's rank prefix, e.g. "[2026-01-01 12:00:00 TP0] Decode batch".
     prefix = " TP0" if tp > 1 else ""
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     for kind, why in NEEDS_CURRENT.items():
         if surface(version).legacy and faults.given(kind):
             parser.error(f"--sim-fault {kind} needs the current surface: {why}")
-    _configure_logging(ns.tp_size)
+    _configure_logging(ns.tp_size, ns.log_level)
     if faults.any:
         log.warning("simulator: injecting faults %s", faults)
     gpus = visible_gpus()
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         plan,
         simulator,
         faults=faults,
+        die=die_like_sglang,
     )
     _serve(state, args["host"], args["port"])
 

@@ -18,6 +18,15 @@ from harness.sim.faults import Faults
 from harness.sim.perf_model import MemoryPlan
 
 log = logging.getLogger("sglang.srt.entrypoints.http_server")
+# SGLang 0.5.23 managers/schedule_batch.py retract_decode: the last request of a decode batch that
+# retraction cannot make room for is aborted with this message and HTTPStatus.INTERNAL_SERVER_ERROR.
+ABORT_MESSAGE = (
+    "Out of memory even after retracting all other requests in the decode batch. "
+    "Aborting the last request."
+)
+ABORT_STATUS = (500, "INTERNAL_SERVER_ERROR")  # HTTPStatus.INTERNAL_SERVER_ERROR: value, name
+# What the die-after-request fault's scheduler dies of (a crash, not a memory failure).
+DIE_MESSAGE = "RuntimeError: CUDA error: an illegal memory access was encountered"
 
 
 @dataclass
@@ -31,6 +40,7 @@ class ServerState:
     started_at: float = field(default_factory=time.time)
     faults: Faults = field(default_factory=Faults)
     stop_listening: Callable[[], None] | None = None  # set by main once uvicorn exists
+    die: Callable[[str], None] | None = None  # set by main: a scheduler exception, like SGLang's
     generation_requests: int = 0
 
     def admit(self, request: SimRequest) -> None:
@@ -40,6 +50,10 @@ class ServerState:
         if self.faults.stall_request == n:
             request.stalled = True
             log.warning("simulator: fault injected, request %s stalls after its first token", n)
+        if self.faults.abort_request == n:
+            request.abort = ABORT_MESSAGE
+        if self.faults.die_after_request == n:
+            request.die_after = True
         self.engine.submit(request)
         refuse_after = self.faults.refuse_connections_after
         if refuse_after and n == refuse_after and self.stop_listening is not None:
@@ -58,6 +72,12 @@ class ServerState:
     @property
     def served_model_name(self) -> str:
         return self.args.get("served_model_name") or self.args["model_path"]
+
+
+def finish_request(state: ServerState, request: SimRequest) -> None:
+    """After a request's last chunk went out: the die-after-request fault kills the server."""
+    if request.die_after and state.die is not None:
+        state.die(DIE_MESSAGE + " (simulated fault at the end of a request)")
 
 
 def error_response(status: int, message: str) -> JSONResponse:
