@@ -36,6 +36,10 @@ from harness.stats import summarize
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 0.2  # how often the server's process and log are checked during a benchmark
+# After a run whose requests failed, how long a dying server gets to show it (exit, or a fatal
+# line outliving the harness's grace): a request refused by a server that is being killed must
+# not leave a run of errors that reads as a measurement.
+SETTLE_S = 1.0
 T = TypeVar("T")
 
 
@@ -201,6 +205,14 @@ class Benchmark:
             await watch
         return task.result()
 
+    async def _settle(self) -> None:
+        """Poll the server for SETTLE_S: a dead one raises (ServerOOM, ServerCrashed) here."""
+        deadline = asyncio.get_running_loop().time() + SETTLE_S
+        while asyncio.get_running_loop().time() < deadline:
+            self.check_server()
+            await asyncio.sleep(0.05)
+        self.check_server()
+
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(WATCH_INTERVAL_S)
@@ -220,6 +232,8 @@ class Benchmark:
         window = await open_window(self._client, self._flushed, speculative=self.speculative)
         count = self.spec.requests_at(run.concurrency)
         timelines = await self._requests("measure", run.number, run.concurrency, count)
+        if any(t.record.error not in (None, deadline_error(self.spec)) for t in timelines):
+            await self._settle()
         starts = [t.record.start_s for t in timelines]
         ends = [t.record.end_s for t in timelines if t.record.end_s is not None]
         span = (min(starts), max(ends) if ends else min(starts))
