@@ -10,7 +10,7 @@ from harness import labels
 SPEC = labels.SPECULATION
 NUMERIC = labels.CONFIG_KEYS
 OK = "ok"
-FAILED = ("oom", "predicted_oom", "crash", "timeout", "error")
+FAILED = ("oom", "predicted_oom", "crash", "known_crash", "timeout", "error")
 ROLES = ("trial", "baseline")  # sweep parents and reproductions are left out
 # Provenance columns and the provenance.json facts they come from (sweep.provenance.tags).
 PROVENANCE = {

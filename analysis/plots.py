@@ -15,6 +15,7 @@ FAIL_STYLE = {
     "oom": ("x", "tab:red", "oom"),
     "predicted_oom": ("v", "tab:purple", "predicted oom (not launched)"),
     "crash": ("X", "black", "crash"),
+    "known_crash": ("P", "dimgray", "known crash (not launched)"),
     "timeout": ("d", "tab:orange", "timeout"),
 }
 LABELS = {

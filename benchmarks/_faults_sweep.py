@@ -157,3 +157,43 @@ def mlflow_down(ctx: Scratch) -> dict:
         "seconds_to_detect": None,
         "note": sync.stdout.strip().splitlines()[-1][:70] if sync.stdout else sync.stderr[-70:],
     }
+
+
+def repeated_crash(ctx: Scratch) -> dict:
+    """SGLang refuses topk > 1 with trtllm_mha at start-up: crashed twice, never launched again,
+    whatever the sampler proposes afterwards (topk 1 beside it keeps the sweep productive)."""
+    space = (
+        "search.space={speculative_num_steps:{type:categorical,choices:[2]},"
+        "speculative_eagle_topk:{type:categorical,choices:[1,2]},"
+        "speculative_num_draft_tokens:{type:int,low:4,high:4},"
+        "mem_fraction_static:{type:categorical,choices:[0.85]},"
+        "hicache_size:{type:categorical,choices:[0]}}"
+    )
+    refused = (  # three proposals of one candidate (different key sets: no enqueue is skipped)
+        "search.enqueue=[{speculative_eagle_topk:2},"
+        "{speculative_eagle_topk:2,speculative_num_steps:2},"
+        "{speculative_eagle_topk:2,speculative_num_steps:2,mem_fraction_static:0.85}]"
+    )
+    proc = ctx.sweep(
+        space,
+        refused,
+        "search.n_trials=8",
+        "search.remeasure_baseline=false",
+        f"server.extra_args=['--served-model-name','{ctx.marker}',"
+        "'--attention-backend','trtllm_mha']",
+    )
+    study = optuna.load_study(study_name=STUDY, storage=ResultsLayout.at(ctx.results).optuna_uri)
+    study_dir = ctx.results / STUDY
+    refused_key = study.trials[0].user_attrs.get("candidate_key")
+    proposals = [t for t in study.trials if t.user_attrs.get("candidate_key") == refused_key]
+    launches = [t for t in proposals if (study_dir / f"trial_{t.number:04d}/server.log").exists()]
+    started, recorded = accounted(ctx)
+    return {
+        "survived": proc.returncode == 0
+        and [t.user_attrs["outcome"] for t in launches] == ["crash", "crash"]
+        and all(t.user_attrs["outcome"] == "known_crash" for t in proposals[2:]),
+        "started": started,
+        "recorded": recorded,
+        "seconds_to_detect": None,
+        "note": f"proposed {len(proposals)}x, launched {len(launches)}x, then known_crash",
+    }

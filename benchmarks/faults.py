@@ -32,7 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import Scratch  # noqa: E402
-from benchmarks._faults_sweep import interrupt, mlflow_down, port_taken, sigkill_resume  # noqa: E402
+from benchmarks._faults_sweep import (  # noqa: E402
+    interrupt,
+    mlflow_down,
+    port_taken,
+    repeated_crash,
+    sigkill_resume,
+)
 from harness.command import ServerCommand, build_server_command  # noqa: E402
 from harness.errors import ServerError  # noqa: E402
 from harness.procs import processes_mentioning  # noqa: E402
@@ -183,6 +189,7 @@ SCENARIOS: dict[str, Callable[[Scratch], dict]] = {
     "sigterm": interrupt(signal.SIGTERM),
     "sigkill_then_resume": sigkill_resume,
     "mlflow_down_then_sync": mlflow_down,
+    "repeated_deterministic_crash": repeated_crash,
 }
 
 

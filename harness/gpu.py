@@ -66,6 +66,32 @@ def gpu_inventory() -> dict[str, Any] | None:
             nvml.nvmlShutdown()
 
 
+def _cuda_version(nvml) -> str | None:
+    """The CUDA version the driver supports (12040 -> "12.4"), or None where NVML lacks it."""
+    try:
+        number = int(nvml.nvmlSystemGetCudaDriverVersion())
+    except Exception:  # an old NVML without the call, or no driver answer
+        return None
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def gpu_versions(module=None) -> dict[str, str | None]:
+    """The NVIDIA driver and its CUDA version (read-only NVML); both None without NVML."""
+    nvml = _nvml(module)
+    if nvml is None:
+        return {"driver": None, "cuda": None}
+    try:
+        driver = nvml.nvmlSystemGetDriverVersion()
+        if isinstance(driver, bytes):  # older pynvml returns bytes
+            driver = driver.decode()
+        return {"driver": str(driver), "cuda": _cuda_version(nvml)}
+    except Exception:
+        return {"driver": None, "cuda": None}
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+
+
 def gpu_processes(module=None) -> list[GpuProcess] | None:
     """Processes holding GPU memory, or None when NVML is not usable."""
     nvml = _nvml(module)

@@ -23,6 +23,7 @@ class Outcome(StrEnum):
     INVALID = "invalid"  # the configuration was refused before launch
     DUPLICATE = "duplicate"  # the same effective configuration was already measured
     PREDICTED_OOM = "predicted_oom"  # needs at least the memory of a trial that ran out of it
+    KNOWN_CRASH = "known_crash"  # crashed (or timed out) the same way twice: not launched
     PRUNED = "pruned"  # stopped early: its upper bound fell below the best trial's lower bound
     ERROR = "error"  # the harness itself failed (a bug or an unreachable service), not the server
     INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C / SIGTERM) during the trial
@@ -112,7 +113,8 @@ class TrialResult:
     teardown_s: float | None = None  # stop to process group gone and port free, wall clock
     number: int | None = None  # Optuna trial number, when the trial came from a study
     oom_kind: str | None = None  # "gpu" (too high), "kv_pool" (too low) or "host" (HiCache)
-    related: str | None = None  # the trial a duplicate / predicted_oom result was taken from
+    # the trial a duplicate / predicted_oom / known_crash result was taken from
+    related: str | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. "drafter_bypassed"
     detect_s: float | None = None  # the server's fatal log line -> the harness noticing, wall
     gpus: str | None = None  # CUDA_VISIBLE_DEVICES the server was started with (GPU slots)

@@ -36,6 +36,14 @@ PORTABLE_FLAGS = {"--enable-hicache": "--enable-hierarchical-cache"}
 # The log line after which a server has passed its warm-up request (both surfaces, §4).
 READY_LINE = "The server is fired up and ready to roll!"
 
+# A start-up refusal, raised while SGLang resolves its arguments (a ValueError: a traceback on
+# stderr, exit code 1), right after the automatic (steps, topk, draft) choice. The same text in
+# 0.5.1.post3 (srt/server_args.py __post_init__), 0.5.22 and 0.5.23
+# (srt/arg_groups/speculative_hook.py `_handle_eagle_family`): a deterministic crash for a region
+# of the search space (every topk > 1 with this backend).
+TOPK_ONE_ONLY_BACKENDS = ("trtllm_mha",)
+TOPK_BACKEND_REFUSAL = "trtllm_mha backend only supports topk = 1 for speculative decoding."
+
 # The speculative algorithms of the EAGLE family (§2a `_handle_eagle_family`); NEXTN is an alias.
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 # SGLang resets an unset max_running_requests to this when speculation is on (both surfaces).

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -230,15 +232,19 @@ def check_drafter(cfg: DictConfig, spec: TrialSpec) -> None:
         raise ConfigError(problems)
 
 
-def setup_key(cfg: DictConfig) -> str:
+def setup_key(cfg: DictConfig, software: Mapping[str, Any] | None = None) -> str:
     """What a measurement depends on besides the searched values: a study reuses a baseline,
-    and recognises a duplicate trial, only while this is unchanged."""
-    parts = {
+    and recognises a duplicate trial, only while this is unchanged. `software` is what the
+    engine runs on (`sweep.provenance.software`: SGLang, torch, driver and CUDA versions, or the
+    simulator's), read once per sweep: after an upgrade nothing measured before is reused."""
+    parts: dict[str, Any] = {
         group: OmegaConf.to_container(cfg[group], resolve=True)
         for group in ("engine", "model", "hardware", "benchmark")
     }
     server = OmegaConf.to_container(cfg.server, resolve=True)
     assert isinstance(server, dict)
     parts["server"] = {k: v for k, v in server.items() if k not in SEARCHED and k != "port"}
+    if software is not None:
+        parts["software"] = dict(software)
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:10]

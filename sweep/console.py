@@ -28,6 +28,7 @@ _OUTCOME_STYLE = {
     Outcome.INTERRUPTED: "yellow",
     Outcome.DUPLICATE: "cyan",
     Outcome.PREDICTED_OOM: "magenta",
+    Outcome.KNOWN_CRASH: "magenta",
     Outcome.PRUNED: "yellow",
 }
 
@@ -214,12 +215,15 @@ def summary_lines(
     ok = [r for r in results if r.outcome is Outcome.OK and "tok_s" in r.metrics]
     best = max(ok, key=lambda r: r.metrics["tok_s"], default=None)
     base_ok = baseline is not None and baseline.outcome is Outcome.OK
-    skipped = sum(r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM) for r in results)
+    skipped = sum(
+        r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH)
+        for r in results
+    )
     pruned = sum(r.outcome is Outcome.PRUNED for r in results)
     if skipped or pruned:
         lines.append(
-            f"\nServer starts saved: {skipped} (duplicates and predicted OOMs not launched); "
-            f"{pruned} trial(s) stopped early."
+            f"\nServer starts saved: {skipped} (duplicates, predicted OOMs and known crashes "
+            f"not launched); {pruned} trial(s) stopped early."
         )
     if base_ok:
         metrics["baseline_tok_s"] = baseline.metrics["tok_s"]  # type: ignore[union-attr]
@@ -294,3 +298,30 @@ def drift_line(before: TrialResult, after: TrialResult) -> tuple[str, float]:
         text += ": drift beyond the 95% interval; conditions changed during the sweep."
         return f"[yellow]{text}[/]", drift
     return f"{text}: no drift beyond the 95% interval.", drift
+
+
+def _numbers(numbers: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def software_notice(changes: dict[str, list[int]]) -> str | None:
+    """One line for the banner: which earlier trials ran on other software, and what changed
+    (`changes`: "sglang 0.5.22 -> 0.5.23" -> trial numbers)."""
+    if not changes:
+        return None
+    parts = [
+        f"trial{'s' if len(ns) > 1 else ''} {_numbers(ns)} ({change})"
+        for change, ns in sorted(changes.items(), key=lambda item: min(item[1]))
+    ]
+    return (
+        "note: earlier trials were measured on other software: "
+        + "; ".join(parts)
+        + ". They are not reused (nor is their baseline): this sweep measures again."
+    )

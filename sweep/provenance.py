@@ -2,6 +2,9 @@
 logged with its artifacts), with the key facts as MLflow tags.
 
 Two measurements of the same configuration on the same machine differ only in `collected_at`.
+`software` (what changes performance besides the configuration: the engine's SGLang and torch,
+the NVIDIA driver and its CUDA; the simulator's own version) is read once per sweep process and
+is part of the setup key (`sweep.config.setup_key`), so an upgrade never reuses old measurements.
 Secrets are redacted: any variable whose name looks like a token, key, secret or password, and
 the value of --api-key.
 """
@@ -23,8 +26,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.command import ServerCommand
-from harness.gpu import gpu_inventory
+from harness.command import ServerCommand, engine_program
+from harness.flags import engine_python, installed_sglang_version
+from harness.gpu import gpu_inventory, gpu_versions
 from harness.redact import REDACTED, recorded_argv, redact_url_passwords, redacted_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +64,51 @@ def _cuda() -> str | None:
     import torch  # only when installed; imported once per process
 
     return torch.version.cuda
+
+
+def _engine_torch(python: str) -> str | None:
+    """torch's version in the engine's Python, from its metadata (no import: fast)."""
+    code = "import importlib.metadata as m; print(m.version('torch'))"
+    try:
+        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+@functools.cache
+def _software(engine: str, program: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+    if engine == "sim":
+        # The simulator's numbers change with its model, which ships with specsweep.
+        return (("simulator", _version("specsweep")),)
+    python = engine_python(engine_program(program))
+    gpus = gpu_versions()
+    return (
+        ("sglang", installed_sglang_version(python) if python else None),
+        ("torch", _engine_torch(python) if python else None),
+        ("driver", gpus["driver"]),
+        ("cuda", gpus["cuda"]),
+    )
+
+
+def software(cfg: DictConfig) -> dict[str, str | None]:
+    """What changes performance besides the configuration, as the engine will run: SGLang and
+    torch in the engine's Python (read without importing them), the NVIDIA driver and the CUDA
+    version it supports (NVML); for the simulator, its own version. Read once per process;
+    None where it cannot be read (no NVML, a wrapper program that hides the engine's Python)."""
+    return dict(_software(str(cfg.engine.name), tuple(cfg.engine.program)))
+
+
+def software_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
+    """"sglang 0.5.22 -> 0.5.23, driver 570.1 -> 575.2", or None when nothing changed."""
+    if before is None:
+        return "software not recorded"
+    changed = [
+        f"{key} {before.get(key) or '?'} -> {now.get(key) or '?'}"
+        for key in sorted({*before, *now})
+        if before.get(key) != now.get(key)
+    ]
+    return ", ".join(changed) or None
 
 
 def prompts_hash(source: str) -> str:
@@ -117,6 +166,7 @@ def collect(cfg: DictConfig, command: ServerCommand, simulator: dict[str, Any] |
         "python": platform.python_version(),
         "cuda": _cuda(),
         "gpus": gpu_inventory(),
+        "software": software(cfg),
         "engine": cfg.engine.name,
         "simulator": simulator,
         "host": socket.gethostname(),
@@ -145,6 +195,8 @@ def tags(provenance: dict[str, Any]) -> dict[str, str]:
         "specsweep.config_hash": provenance["config_hash"],
         "specsweep.prompts_hash": provenance["prompts_hash"],
     }
+    for key, value in (provenance.get("software") or {}).items():
+        values[f"specsweep.software.{key}"] = value
     if provenance["simulator"]:
         values["specsweep.sim_hardware"] = provenance["simulator"].get("hardware")
     return {k: str(v) for k, v in values.items() if v is not None}

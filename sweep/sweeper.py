@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
 
 from harness.errors import ConfigError, SpecsweepError
+from sweep import provenance
 from sweep.config import build_trial_spec, check_drafter, setup_key
 from sweep.console import console
 from sweep.jobs import Jobs
@@ -125,11 +126,13 @@ class SpecsweepSweeperImpl(Sweeper):
             self._preflight(trial_cfg)
         gpus = worker_gpus(trial_cfg.hardware.gpus)[: trial_cfg.hardware.gpus]
         slots = slot_count(gpus, trial_cfg.model.tp, trial_cfg.worker.slots)
+        software = provenance.software(baseline_cfg)  # once per sweep; trials reuse it
         return SweepPlan(
             arguments=tuple(arguments),
             space=space,
             objective=objective,
-            setup_key=setup_key(baseline_cfg),
+            setup_key=setup_key(baseline_cfg, software),
+            software=software,
             gpus=tuple(gpus),
             slots=slots,
         )

@@ -18,6 +18,8 @@ from harness.sglang import (
     CURRENT,
     EAGLE_FAMILY,
     SPEC_MAX_RUNNING_REQUESTS,
+    TOPK_BACKEND_REFUSAL,
+    TOPK_ONE_ONLY_BACKENDS,
     VERSIONS,
     Surface,
     canonical_algorithm,
@@ -194,6 +196,8 @@ def _speculative_params(
         args["speculative_num_steps"] = steps
         args["speculative_eagle_topk"] = topk
         args["speculative_num_draft_tokens"] = draft
+    if args["attention_backend"] in TOPK_ONE_ONLY_BACKENDS and args["speculative_eagle_topk"] > 1:
+        raise ValueError(TOPK_BACKEND_REFUSAL)
     forced = forced_draft_tokens(args["speculative_num_steps"], args["speculative_eagle_topk"])
     if forced is not None and args["speculative_num_draft_tokens"] != forced:
         warn(

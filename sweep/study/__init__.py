@@ -4,7 +4,8 @@
     space       the search space from conf/search/, with SGLang's draft-token rules
     candidates  a trial as SGLang will run it; the rule that predicts an OOM
     objective   what the study optimises and the values a result gives it
-    driver      verdicts (duplicate, predicted OOM), the prune bound, telling Optuna
+    crashes     a failure's signature; the same crash twice is not launched again
+    driver      verdicts (duplicate, predicted OOM, known crash), the prune bound, telling Optuna
     storage     Optuna storage, heartbeats, stale trials (the only user of Optuna's private API)
     claims      who evaluates what right now, across workers
     opening     opening MLflow, the study and the claims, refusing with a reason

@@ -3,11 +3,14 @@
 A trial's candidate (`sweep.study.candidates`) is compared with what the study already knows:
 - the same candidate was measured (ok, oom, pruned) -> `duplicate`, not launched, same result;
 - it needs at least the memory of a candidate that ran out of it -> `predicted_oom`, not
-  launched (`predicts_oom`).
+  launched (`predicts_oom`);
+- the same candidate crashed (or timed out) the same way twice -> `known_crash`, not launched
+  (`sweep.study.crashes`: one failure may be flaky and gets its second chance).
 OOM and predicted-OOM trials are told to Optuna as constraint violations (`oom` > 0), so the
-sampler learns where memory runs out; the objective value of an infeasible trial is never used
-to rank it (0 tok/s is what it served). Everything is read back from the study's trials, so a
-resumed sweep (or another worker) makes the same decisions.
+sampler learns where memory runs out; a repeated failure and its known crashes likewise
+(`crash` > 0), so it learns where SGLang refuses or faults. The objective value of an infeasible
+trial is never used to rank it (0 tok/s is what it served). Everything is read back from the
+study's trials, so a resumed sweep (or another worker) makes the same decisions.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.procs import pid_alive
 from harness.results import Outcome, TrialResult
-from sweep.study import storage
+from sweep.study import crashes, storage
 from sweep.study.candidates import Candidate, predicts_oom
 from sweep.study.objective import Objective
 
@@ -31,7 +34,7 @@ KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
 
 @dataclass(frozen=True)
 class Verdict:
-    action: str  # "launch", "duplicate" or "predicted_oom"
+    action: str  # "launch", "duplicate", "predicted_oom" or "known_crash"
     source: FrozenTrial | None = None
 
     @property
@@ -58,6 +61,9 @@ class SearchDriver:
         ]
         if known:
             return Verdict("duplicate", known[0])
+        crashed = crashes.repeated_crash(self._trials(), candidate.key)
+        if crashed is not None:
+            return Verdict("known_crash", crashed)
         for trial in self._trials():
             attrs = trial.user_attrs
             if attrs.get("outcome") != Outcome.OOM or "candidate" not in attrs:
@@ -100,6 +106,15 @@ class SearchDriver:
             attrs["oom_kind"] = result.oom_kind
         if result.related:
             attrs["related"] = result.related
+        failure = crashes.failure_signature(result)
+        # Counted before this trial's own attribute is set: is this the failure's repeat?
+        repeated = (
+            failure is not None
+            and candidate is not None
+            and crashes.repeats_of(self._trials(), candidate.key, failure) + 1 >= crashes.REPEATS
+        )
+        if failure is not None:
+            attrs["failure"] = failure
         metric = self.objective.metrics[0]
         if metric in result.metrics:
             attrs["metric_name"] = metric
@@ -116,6 +131,11 @@ class SearchDriver:
             trial.set_constraint("oom", 1.0)
             self.study.tell(trial, [0.0] * len(self.objective.metrics))
             return TrialState.COMPLETE
+        if outcome is Outcome.KNOWN_CRASH or repeated:
+            # Deterministic: infeasible, so the sampler moves away (the value never ranks it).
+            trial.set_constraint("crash", 1.0)
+            self.study.tell(trial, [0.0] * len(self.objective.metrics))
+            return TrialState.COMPLETE
         values = self.objective.values(result, baseline_tok_s)
         if outcome is Outcome.PRUNED and not self.objective.multi:
             self._report_runs(trial, result)
@@ -125,7 +145,7 @@ class SearchDriver:
             trial.set_constraint("oom", 0.0)
             self.study.tell(trial, values)
             return TrialState.COMPLETE
-        # crash, timeout, invalid, error, interrupted: a failure, not a penalty value
+        # a first crash or timeout, invalid, error, interrupted: a failure, not a penalty value
         self.study.tell(trial, state=TrialState.FAIL)
         return TrialState.FAIL
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sweep.study.objective import Objective
 from sweep.study.space import SearchSpace
@@ -16,6 +16,8 @@ class SweepPlan:
     setup_key: str  # what a measurement depends on besides the searched values (config.setup_key)
     gpus: tuple[str, ...]  # this worker's GPUs
     slots: int  # trials side by side, each on model.tp of the GPUs
+    # what the engine runs on (sweep.provenance.software), part of setup_key; each trial records it
+    software: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def parallel(self) -> bool:

@@ -17,7 +17,7 @@ from harness.results import Outcome, TrialResult
 from sweep import provenance
 
 # Recorded without a server start: they cost no launch and no wall time.
-NOT_LAUNCHED = (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.INVALID)
+NOT_LAUNCHED = (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH, Outcome.INVALID)
 
 
 def _write_config(folder: Path, job_cfg: DictConfig) -> None:
@@ -33,7 +33,8 @@ def known_result(
     action: str,
     source: FrozenTrial,
 ) -> TrialResult:
-    """A trial the study already knows the answer to (`duplicate` or `predicted_oom`)."""
+    """A trial the study already knows the answer to (`duplicate`, `predicted_oom`, or
+    `known_crash`)."""
     _write_config(folder, job_cfg)
     source_name = f"trial_{source.number:04d}"
     earlier = None
@@ -45,6 +46,12 @@ def known_result(
     if action == "duplicate":
         outcome = Outcome.DUPLICATE
         error = f"same effective configuration as {source_name}: its result, not relaunched"
+    elif action == "known_crash":
+        outcome = Outcome.KNOWN_CRASH
+        error = (
+            f"failed the same way twice (last: {source_name}): "
+            f"{source.user_attrs.get('failure')}: not launched again"
+        )
     else:
         outcome = Outcome.PREDICTED_OOM
         error = (
@@ -64,7 +71,7 @@ def known_result(
         folder=str(folder),
         error=error,
         related=source_name,
-        oom_kind=source.user_attrs.get("oom_kind"),
+        oom_kind=None if outcome is Outcome.KNOWN_CRASH else source.user_attrs.get("oom_kind"),
     )
     result.write(folder)
     return result

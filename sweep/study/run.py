@@ -19,9 +19,10 @@ from omegaconf import DictConfig
 
 from harness.errors import MachineNotReady
 from harness.layout import stamp
-from harness.results import TrialResult
-from sweep.console import console
+from harness.results import Outcome, TrialResult
+from sweep.console import console, software_notice
 from sweep.jobs import Jobs
+from sweep.provenance import software_changes
 from sweep.slots import SlotPool
 from sweep.study import opening
 from sweep.study.baseline import Baseline
@@ -37,6 +38,8 @@ _FINISHED = (
     optuna.trial.TrialState.FAIL,
     optuna.trial.TrialState.PRUNED,
 )
+# Trials whose result came from a server (what software can change).
+_MEASURED = (Outcome.OK, Outcome.OOM, Outcome.PRUNED, Outcome.CRASH, Outcome.TIMEOUT)
 
 
 class StudyRun:
@@ -149,6 +152,20 @@ class StudyRun:
             groups = "; ".join(",".join(g) for g in self.pool.groups)
             console.print(f"{self.plan.slots} GPU slots side by side (GPUs {groups})")
         console.print(f"results in {self.study_dir}", soft_wrap=True)
+        notice = software_notice(self._changed_software(study))
+        if notice:
+            console.print(f"[yellow]{notice}[/yellow]", soft_wrap=True, markup=True)
+
+    def _changed_software(self, study: optuna.Study) -> dict[str, list[int]]:
+        """What changed since each measured trial of the study, and for which trials."""
+        changes: dict[str, list[int]] = {}
+        for trial in study.get_trials(deepcopy=False, states=_FINISHED):
+            if trial.user_attrs.get("outcome") not in _MEASURED:
+                continue
+            change = software_changes(trial.user_attrs.get("software"), self.plan.software)
+            if change:
+                changes.setdefault(change, []).append(trial.number)
+        return changes
 
     def _sweep_tags(self, storage_url: str) -> dict[str, str]:
         cfg = self.cfg

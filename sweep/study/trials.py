@@ -110,6 +110,7 @@ class TrialLoop:
     def _run_trial(self, trial: optuna.Trial, index: int, n: int, eta: float | None):
         session, space = self.session, self.session.plan.space
         trial.set_user_attr("worker", SearchDriver.worker())
+        trial.set_user_attr("software", dict(session.plan.software))
         values = space.suggest(trial)
         name = f"trial_{trial.number:04d}"
         folder = session.study_dir / name

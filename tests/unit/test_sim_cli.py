@@ -70,6 +70,25 @@ def test_unknown_algorithm_is_sglangs_value_error():
         resolve(parse("--speculative-algorithm", "medusa"), KIMI, GPU)
 
 
+SPEC = ("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3")
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.1"])
+def test_topk_above_one_with_trtllm_mha_is_sglangs_start_up_refusal(version):
+    # 0.5.23/0.5.22 arg_groups/speculative_hook.py, 0.5.1.post3 server_args.py: the same text.
+    argv = ["--model-path", "m", "--sim-sglang-version", version, *SPEC, "--attention-backend"]
+    tree = ("--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "6")
+    refused = build_parser(version).parse_args([*argv, "trtllm_mha", *tree])
+    with pytest.raises(ValueError) as exc:
+        resolve(refused, KIMI, GPU)
+    assert str(exc.value) == "trtllm_mha backend only supports topk = 1 for speculative decoding."
+    # topk 1, or another backend, starts.
+    chain = build_parser(version).parse_args([*argv, "trtllm_mha", "--speculative-eagle-topk", "1"])
+    other = build_parser(version).parse_args([*argv, "fa3", *tree])
+    assert resolve(chain, KIMI, GPU).args["speculative_eagle_topk"] == 1
+    assert resolve(other, KIMI, GPU).args["speculative_eagle_topk"] == 2
+
+
 def test_auto_mem_fraction_and_graph_batch_clamp():
     args = resolve(parse(), KIMI, GPU).args
     assert 0.80 < args["mem_fraction_static"] < 0.90
