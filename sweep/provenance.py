@@ -100,7 +100,7 @@ def software(cfg: DictConfig) -> dict[str, str | None]:
 
 
 def software_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
-    """ "sglang 0.5.22 -> 0.5.23, driver 570.1 -> 575.2", or None when nothing changed."""
+    """"sglang 0.5.22 -> 0.5.23, driver 570.1 -> 575.2", or None when nothing changed."""
     if before is None:
         return "software not recorded"
     changed = [
