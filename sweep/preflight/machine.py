@@ -10,7 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.command import engine_program
-from harness.drafter_gate import drafter_problems
+from harness.drafter_gate import cached_snapshot, drafter_problems, hf_cache_root, is_hub_id
 from harness.errors import ConfigError
 from harness.flags import (
     Python,
@@ -253,6 +253,61 @@ def _size_gb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / GIB
 
 
+def _hub_checks(cfg: DictConfig, what: str, path: str) -> list[Check]:
+    """A hub id: checked from the local Hugging Face cache when its snapshot is there; otherwise
+    say that SGLang downloads it at launch and, for a drafter, that its check could not run."""
+    sim = cfg.engine.name == "sim"
+    snapshot = cached_snapshot(path)
+    if snapshot is not None:
+        checks = [
+            Check(
+                what,
+                "pass",
+                f"{path}: a hub id, in the local Hugging Face cache "
+                f"(revision {snapshot.name[:12]}, {_size_gb(snapshot):.1f} GB)",
+            )
+        ]
+        if what == "drafter":
+            checks += _drafter_check(cfg, path)
+        return checks
+    checks = [
+        Check(
+            what,
+            "pass" if sim else "warn",
+            f"{path}: a hub id"
+            + (
+                ", not loaded by the simulator"
+                if sim
+                else ", downloaded at launch (needs the network)"
+            ),
+        )
+    ]
+    if what == "drafter" and cfg.drafter.check != "off":
+        checks.append(
+            Check(
+                "drafter check",
+                "warn",
+                f"could not check {path}: not in the local Hugging Face cache ({hf_cache_root()})",
+                f"download it first (huggingface-cli download {path}) or set drafter.path to a "
+                "local copy, so it is checked before a launch",
+            )
+        )
+    return checks
+
+
+def _drafter_check(cfg: DictConfig, path: str) -> list[Check]:
+    problems = drafter_problems(
+        path,
+        cfg.model.path,
+        cfg.drafter.algorithm,
+        "static",
+        ResultsLayout.at(cfg.tracking.dir).drafter_checks,
+    )
+    if not problems:
+        return []
+    return [Check("drafter check", "fail", problems, "python -m drafter check --drafter ...")]
+
+
 def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
     checks = []
     for what, path in [("model", cfg.model.path)] + [
@@ -260,6 +315,9 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
     ]:
         local = path.startswith(("/", "./", "../", "~"))
         p = Path(path).expanduser()
+        if not local and is_hub_id(path):
+            checks += _hub_checks(cfg, what, path)
+            continue
         if not local:
             status = "pass" if cfg.engine.name == "sim" else "warn"
             checks.append(
@@ -292,17 +350,5 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
         else:
             checks.append(Check(what, "pass", f"{path}: {_size_gb(p):.1f} GB"))
         if what == "drafter" and p.is_dir():
-            problems = drafter_problems(
-                path,
-                cfg.model.path,
-                cfg.drafter.algorithm,
-                "static",
-                ResultsLayout.at(cfg.tracking.dir).drafter_checks,
-            )
-            if problems:
-                checks.append(
-                    Check(
-                        "drafter check", "fail", problems, "python -m drafter check --drafter ..."
-                    )
-                )
+            checks += _drafter_check(cfg, path)
     return checks
