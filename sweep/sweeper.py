@@ -17,6 +17,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
+from rich.markup import escape
 
 from harness.errors import ConfigError, SpecsweepError
 from sweep import provenance
@@ -63,7 +64,7 @@ class SpecsweepSweeperImpl(Sweeper):
         try:
             plan = self.plan(arguments)
         except SpecsweepError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
             raise SystemExit(2) from None
         except InterpolationResolutionError as exc:  # tracking=server without its variables
             console.print(
