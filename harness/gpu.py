@@ -162,7 +162,7 @@ def await_gpu_release(
         return None
     if held:
         log.warning(
-            "GPU memory still held %.0f s after the server stopped: %s; waiting %.0f s more "
+            "GPU memory still held %g s after the server stopped: %s; waiting %g s more "
             "(engine.gpu_release_timeout_s)",
             deadline_s,
             ", ".join(_holder(p, commands) for p in held),
@@ -173,7 +173,7 @@ def await_gpu_release(
         _UNRELEASED[holder.pid] = (holder.used_mib, commands.get(holder.pid))
     if held:
         log.warning(
-            "GPU memory still held %.0f s after the server stopped: %s",
+            "GPU memory still held %g s after the server stopped: %s",
             2 * deadline_s,
             ", ".join(_holder(p, commands) for p in held),
         )

@@ -122,11 +122,12 @@ def _start_ticks(pid: int) -> str | None:
 
 
 def command_line(pid: int) -> str | None:
+    """The process's command line, secrets (an --api-key value) replaced by references."""
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        parts = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     except OSError:
         return None
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip() or None
+    return " ".join(recorded_argv([p.decode(errors="replace") for p in parts])) or None
 
 
 def snapshot_tree(pgid: int) -> dict[int, str | None]:

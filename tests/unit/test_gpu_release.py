@@ -119,3 +119,20 @@ def test_memory_held_past_the_retry_names_its_holders_in_gpu_memory_held(monkeyp
 def test_without_nvml_the_release_is_not_timed(monkeypatch):
     monkeypatch.setattr(gpu, "_nvml", lambda module=None: None)
     assert gpu.await_gpu_release({1}, 5) is None
+
+
+def test_a_holders_command_line_never_shows_the_api_key():
+    """The command lines named in GpuMemoryHeld come from /proc: --api-key's value is replaced
+    by its reference, as in every other record of the command."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "--api-key", "s3cret"],
+        start_new_session=True,
+    )
+    try:
+        assert procs.wait_until(lambda: "--api-key" in (procs.command_line(proc.pid) or ""), 10)
+        line = procs.command_line(proc.pid)
+        assert "s3cret" not in line and "--api-key $SGLANG_API_KEY" in line
+        assert set(procs.snapshot_tree(proc.pid)) == {proc.pid}
+    finally:
+        proc.kill()
+        proc.wait()
