@@ -234,6 +234,7 @@ def _record(
     """The server's timings, the requests and the result on disk, whatever happened."""
     result.detect_s = server.detect_s
     result.teardown_s = server.teardown_s
+    result.gpu_release_s = server.gpu_release_s
     if server.launched_at is not None and server.gone_at is not None:
         result.server_window = [server.launched_at, server.gone_at]
     if server.ready_wall_s is not None:
