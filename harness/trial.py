@@ -22,7 +22,13 @@ from harness.client import deadline_error, is_aborted
 from harness.clock import ServerClock
 from harness.command import ServerCommand, build_server_command
 from harness.drafter_gate import check_drafter
-from harness.errors import ServerCrashed, ServerError, ServerOOM, ServerStartTimeout
+from harness.errors import (
+    MachineNotReady,
+    ServerCrashed,
+    ServerError,
+    ServerOOM,
+    ServerStartTimeout,
+)
 from harness.procs import wait_until
 from harness.redact import recorded_argv, recorded_shell
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
@@ -127,6 +133,9 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         _fail(result, Outcome.CRASH, exc)
     except KeyboardInterrupt:
         result.outcome, result.error = Outcome.INTERRUPTED, "interrupted by the user"
+        raise
+    except MachineNotReady as exc:  # never launched: the folder must not say ok; the sweep stops
+        result.outcome, result.error = Outcome.ERROR, f"not launched: {exc}"
         raise
     finally:
         _record(result, server, bench, folder, started)
