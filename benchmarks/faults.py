@@ -7,7 +7,8 @@ marker afterwards), trials_lost (trials started whose result is in neither their
 MLflow/Optuna) and seconds_to_detect (the server's fatal log line, or its death, to the harness
 noticing), against a target for the scenarios where the harness reads a fatal log line (the
 tests check that detection happens and is recorded; how fast is checked here). GPU-memory
-release needs NVML and a GPU: unit-tested with a fake NVML, not here.
+release needs NVML and a GPU: `held_gpu_memory` runs it against a fake NVML over the
+simulator's GPU ledger (harness/sim/shutdown.py).
 
     python benchmarks/faults.py [--json PATH]
 """
@@ -23,8 +24,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from types import SimpleNamespace
 
 from rich.console import Console
 from rich.table import Table
@@ -40,12 +43,13 @@ from benchmarks._faults_sweep import (  # noqa: E402
     repeated_crash,
     sigkill_resume,
 )
-from harness import lossless  # noqa: E402
+from harness import gpu, lossless  # noqa: E402
 from harness.command import ServerCommand, build_server_command  # noqa: E402
-from harness.errors import ServerError  # noqa: E402
+from harness.errors import GpuMemoryHeld, ServerError  # noqa: E402
 from harness.procs import processes_mentioning  # noqa: E402
 from harness.results import Outcome  # noqa: E402
 from harness.server import Server  # noqa: E402
+from harness.sim.shutdown import LEDGER_ENV  # noqa: E402
 from harness.trial import SilentReporter, run_trial  # noqa: E402
 
 # The server's fatal log line -> the harness noticing it: what a stopped trial may cost on top of
@@ -191,6 +195,61 @@ def leftover_server(ctx: Scratch) -> dict:
     }
 
 
+class _LedgerNvml:
+    """pynvml's calls over the simulator's GPU ledger: one file per pid still charged."""
+
+    def __init__(self, ledger: Path):
+        self.ledger = ledger
+        self.nvmlInit = self.nvmlShutdown = lambda: None
+        self.nvmlDeviceGetCount = lambda: 1
+        self.nvmlDeviceGetHandleByIndex = lambda index: index
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        entries = list(self.ledger.iterdir())
+        return [
+            SimpleNamespace(pid=int(e.name), usedGpuMemory=int(e.read_text()) << 20)
+            for e in entries
+        ]
+
+
+def held_gpu_memory(ctx: Scratch) -> dict:
+    """0.5.23 stopped in SGLang's order releases its scheduler's memory (gpu_release_s measured);
+    0.5.1.post3's self-kill leaves it charged: waited for twice, then the next launch is refused
+    with GpuMemoryHeld naming the holder (pid, command line, MiB, GPU)."""
+    ledger = ctx.dir / "gpu"
+    ledger.mkdir()
+    real_nvml, os.environ[LEDGER_ENV] = gpu._nvml, str(ledger)
+    gpu._nvml = lambda module=None: real_nvml(_LedgerNvml(ledger))
+    try:
+        spec = ctx.spec(runs=1)
+        clean = run_trial(spec, ctx.dir / "t1")
+        args = tuple(
+            "0.5.1" if a == spec.engine.sglang_version else a for a in spec.engine.extra_args
+        )
+        engine = replace(spec.engine, sglang_version="0.5.1", extra_args=args)
+        old = replace(spec, engine=replace(engine, gpu_release_timeout_s=0.5))
+        held = run_trial(
+            replace(old, server=replace(spec.server, reasoning_parser="kimi")), ctx.dir / "t2"
+        )
+        try:
+            run_trial(spec, ctx.dir / "t3")
+            named = ""
+        except GpuMemoryHeld as exc:
+            named = str(exc) if "harness.sim" in str(exc) and "MiB on GPU 0" in str(exc) else ""
+    finally:
+        gpu._nvml = real_nvml
+        os.environ.pop(LEDGER_ENV, None)
+        gpu._UNRELEASED.clear()
+    ok = clean.outcome is held.outcome is Outcome.OK and clean.gpu_release_s is not None
+    return {
+        "survived": ok and bool(named),
+        "started": 2,  # the third launch is refused before anything starts
+        "recorded": sum((ctx.dir / t / "result.json").is_file() for t in ("t1", "t2")),
+        "seconds_to_detect": None,
+        "note": f"0.5.23 released in {clean.gpu_release_s or 0:.2f} s; 0.5.1 held: refused",
+    }
+
+
 SCENARIOS: dict[str, Callable[[Scratch], dict]] = {
     "startup_oom": trial_scenario(
         Outcome.OOM, oom_kind="gpu", server_kw={"mem_fraction_static": 0.93}
@@ -216,6 +275,7 @@ SCENARIOS: dict[str, Callable[[Scratch], dict]] = {
     "sigkill_then_resume": sigkill_resume,
     "mlflow_down_then_sync": mlflow_down,
     "repeated_deterministic_crash": repeated_crash,
+    "held_gpu_memory": held_gpu_memory,
 }
 
 

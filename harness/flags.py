@@ -80,8 +80,21 @@ print(json.dumps({"version": m.version("sglang"), "options": options}))
 """
 
 
+# A Python to run code in: an interpreter's path, or a command prefix that runs one where the
+# engine runs (engine.probe, e.g. ("docker", "run", "--rm", IMAGE, "python3")).
+Python = str | tuple[str, ...]
+
+
+def _argv(python: Python) -> list[str]:
+    return [python] if isinstance(python, str) else list(python)
+
+
+def _named(python: Python) -> str:
+    return python if isinstance(python, str) else " ".join(python)
+
+
 @functools.lru_cache(maxsize=8)
-def probe_sglang(python: str, extra_path: str | None = None) -> InstalledSGLang:
+def probe_sglang(python: Python, extra_path: str | None = None) -> InstalledSGLang:
     """The SGLang in `python`'s environment, by its own parser (an import of its server args:
     seconds). RuntimeError with its stderr when that does not run."""
     proc = _run_in(python, PROBE_SGLANG, "", extra_path, timeout=300)
@@ -89,7 +102,7 @@ def probe_sglang(python: str, extra_path: str | None = None) -> InstalledSGLang:
         out = json.loads(proc.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         tail = proc.stdout[-500:]
-        raise RuntimeError(f"SGLang's parser did not run in {python}: {tail}") from None
+        raise RuntimeError(f"SGLang's parser did not run in {_named(python)}: {tail}") from None
     return InstalledSGLang(out["version"], frozenset(out["options"]))
 
 
@@ -125,15 +138,21 @@ def engine_python(program: tuple[str, ...]) -> str | None:
         return None
     first = Path(script).read_bytes()[:200].split(b"\n", 1)[0]
     if first.startswith(b"#!") and b"python" in first:
-        return first[2:].decode().strip().split()[0]
+        words = first[2:].decode().split()
+        if Path(words[0]).name == "env" and len(words) > 1:  # #!/usr/bin/env python3
+            return shutil.which(words[-1]) or words[-1]
+        return words[0]
     return None
 
 
-def installed_sglang_version(python: str) -> str | None:
+def installed_sglang_version(python: Python) -> str | None:
     """SGLang's version in `python`'s environment, without importing it (seconds, not 10s)."""
     code = "import importlib.metadata as m; print(m.version('sglang'))"
+    timeout = 60 if isinstance(python, str) else 300  # a probe may start a container
     try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [*_argv(python), "-c", code], capture_output=True, text=True, timeout=timeout
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -225,14 +244,14 @@ def parse_with_sglang(
 
 
 def _run_in(
-    python: str, code: str, stdin: str, extra_path: str | None, *, timeout: float
+    python: Python, code: str, stdin: str, extra_path: str | None, *, timeout: float
 ) -> subprocess.CompletedProcess:
     env = None
     if extra_path:
         env = {**os.environ, "PYTHONPATH": extra_path}
     try:
         proc = subprocess.run(
-            [python, "-c", code],
+            [*_argv(python), "-c", code],
             input=stdin,
             capture_output=True,
             text=True,
@@ -240,7 +259,9 @@ def _run_in(
             env=env,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RuntimeError(f"SGLang's parser did not run in {python}: {exc}") from exc
+        raise RuntimeError(f"SGLang's parser did not run in {_named(python)}: {exc}") from exc
     if proc.returncode != 0:
-        raise RuntimeError(f"SGLang's parser did not run in {python}:\n{proc.stderr[-2000:]}")
+        raise RuntimeError(
+            f"SGLang's parser did not run in {_named(python)}:\n{proc.stderr[-2000:]}"
+        )
     return proc

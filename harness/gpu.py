@@ -18,8 +18,9 @@ from harness.errors import GpuMemoryHeld
 
 log = logging.getLogger(__name__)
 _said_no_nvml = False
-# pid -> GPU MiB: processes of servers this process stopped that held GPU memory at the deadline.
-_UNRELEASED: dict[int, float] = {}
+# pid -> (GPU MiB, command line): processes of servers this process stopped that held GPU memory
+# past the release wait (twice engine.gpu_release_timeout_s).
+_UNRELEASED: dict[int, tuple[float, str | None]] = {}
 
 
 @dataclass(frozen=True)
@@ -135,18 +136,48 @@ def wait_gpu_released(
         time.sleep(min(interval_s, max(end - time.monotonic(), 0)))
 
 
-def await_gpu_release(tree: set[int], deadline_s: float) -> None:
-    """After a stop: wait for the stopped tree's GPU memory; what is still held at the deadline
-    is remembered, and check_gpu_released refuses the next launch while it stays held."""
-    held = wait_gpu_released(tree, deadline_s) if tree else []
-    for holder in held or []:
-        _UNRELEASED[holder.pid] = holder.used_mib
+def _holder(p: GpuProcess, commands: dict[int, str | None]) -> str:
+    command = commands.get(p.pid) or "command line unknown"
+    return f"pid {p.pid} ({command}; {p.used_mib:.0f} MiB on GPU {p.gpu})"
+
+
+def await_gpu_release(
+    tree: Iterable[int], deadline_s: float, commands: dict[int, str | None] | None = None
+) -> float | None:
+    """After a stop: wait for the stopped tree's GPU memory, as SGLang's own teardown does (0.5.23
+    test/test_utils.py::wait_for_gpu_release: a reaped tree does not mean the driver is done).
+    Memory still held at the deadline is named in the log and waited for once more, as long
+    again; what is held after that is remembered (with the command lines of `commands`, taken
+    before the kill), and check_gpu_released refuses the next launch while it stays held.
+
+    Returns the seconds the release took (the whole wait when it never came), or None when
+    nothing could be checked (no NVML)."""
+    wanted = set(tree)
+    commands = commands or {}
+    if not wanted:
+        return 0.0
+    started = time.monotonic()
+    held = wait_gpu_released(wanted, deadline_s)
+    if held is None:
+        return None
     if held:
         log.warning(
-            "GPU memory still held %.0f s after the server stopped: %s",
+            "GPU memory still held %g s after the server stopped: %s; waiting %g s more "
+            "(engine.gpu_release_timeout_s)",
             deadline_s,
-            ", ".join(f"pid {p.pid} {p.used_mib:.0f} MiB on GPU {p.gpu}" for p in held),
+            ", ".join(_holder(p, commands) for p in held),
+            deadline_s,
         )
+        held = wait_gpu_released({p.pid for p in held}, deadline_s) or []
+    for holder in held:
+        _UNRELEASED[holder.pid] = (holder.used_mib, commands.get(holder.pid))
+    if held:
+        log.warning(
+            "GPU memory still held %g s after the server stopped: %s",
+            2 * deadline_s,
+            ", ".join(_holder(p, commands) for p in held),
+        )
+    return time.monotonic() - started
 
 
 def check_gpu_released() -> None:
@@ -155,11 +186,13 @@ def check_gpu_released() -> None:
     if not _UNRELEASED:
         return
     held = wait_gpu_released(set(_UNRELEASED), 0) or []
+    remembered = dict(_UNRELEASED)
     _UNRELEASED.clear()
     for holder in held:
-        _UNRELEASED[holder.pid] = holder.used_mib
+        _UNRELEASED[holder.pid] = (holder.used_mib, remembered[holder.pid][1])
     if held:
-        listed = ", ".join(f"pid {p.pid} ({p.used_mib:.0f} MiB on GPU {p.gpu})" for p in held)
+        commands = {pid: command for pid, (_, command) in remembered.items()}
+        listed = ", ".join(_holder(p, commands) for p in held)
         raise GpuMemoryHeld(
             f"the previous server's processes still hold GPU memory: {listed}. Not launching "
             "into it (the next server would run out of memory). Check nvidia-smi and stop them; "

@@ -112,6 +112,63 @@ def process_tree(pgid: int) -> set[int]:
     return tree
 
 
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time (/proc stat field 22): with the pid, who a process is (a pid
+    recycled since a snapshot has another start time)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def command_line(pid: int) -> str | None:
+    """The process's command line, secrets (an --api-key value) replaced by references."""
+    try:
+        parts = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    except OSError:
+        return None
+    return " ".join(recorded_argv([p.decode(errors="replace") for p in parts])) or None
+
+
+def snapshot_tree(pgid: int) -> dict[int, str | None]:
+    """`process_tree(pgid)` with each member's start time, taken before a stop: afterwards a
+    descendant that left the group is an orphan nobody can find (SGLang 0.5.23
+    test/test_utils.py::collect_process_tree_pids: "Call it BEFORE the kill")."""
+    return {pid: _start_ticks(pid) for pid in process_tree(pgid)}
+
+
+def _same_process(pid: int, ticks: str | None) -> bool:
+    return ticks is not None and _start_ticks(pid) == ticks and pid_alive(pid)
+
+
+def kill_tree(pgid: int, snapshot: dict[int, str | None]) -> None:
+    """SIGKILL the group and every process of the snapshot still alive (the descendants that
+    left the group included), as SGLang's kill_process_tree kills the whole tree."""
+    signal_group(pgid, signal.SIGKILL)
+    for pid, ticks in snapshot.items():
+        if _same_process(pid, ticks):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def tree_gone(pgid: int, snapshot: dict[int, str | None]) -> bool:
+    return not group_alive(pgid) and not any(_same_process(p, t) for p, t in snapshot.items())
+
+
+def terminate_then_kill(
+    pid: int, snapshot: dict[int, str | None], grace_s: float, wait_leader: Callable[[float], bool]
+) -> None:
+    """SGLang's own teardown order (0.5.23 test/test_utils.py::terminate_and_kill_process_tree):
+    SIGTERM to the launcher only, so it drains and sends its schedulers a ShutdownReq (they
+    have no SIGTERM handler: signalled directly they die before releasing the GPU); wait the
+    grace for it; then SIGKILL the whole tree, whatever is left of it. `wait_leader(timeout)`
+    is True once the launcher is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
+    wait_leader(grace_s)
+    kill_tree(pid, snapshot)
+
+
 def leftover_pid(pid_file: Path) -> int | None:
     """The server recorded in `pid_file` if it still runs: the recorded pid when that process
     runs the recorded command line (so a recycled pid is never mistaken for it), else any process
@@ -151,13 +208,14 @@ def stop_leftover(
         pid_file.unlink(missing_ok=True)
         return None
     log.warning("stopping server pid %d left behind by an earlier run (%s)", pid, pid_file)
-    tree = process_tree(pid)
-    signal_group(pid, signal.SIGTERM)
-    if not wait_until(lambda: not group_alive(pid), deadline_s=grace_s, interval_s=0.1):
-        signal_group(pid, signal.SIGKILL)
-        wait_until(lambda: not group_alive(pid), deadline_s=30.0, interval_s=0.1)
+    tree = snapshot_tree(pid)
+    commands = {member: command_line(member) for member in tree}
+    terminate_then_kill(
+        pid, tree, grace_s, lambda s: wait_until(lambda: not pid_alive(pid), s, interval_s=0.1)
+    )
+    wait_until(lambda: tree_gone(pid, tree), deadline_s=30.0, interval_s=0.1)
     pid_file.unlink(missing_ok=True)
-    await_gpu_release(tree, gpu_release_timeout_s)
+    await_gpu_release(tree, gpu_release_timeout_s, commands)
     return pid
 
 

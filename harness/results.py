@@ -122,6 +122,7 @@ class TrialResult:
     # The lossless check, per prompt: prompt_id, tokens compared, first_divergent_token (None:
     # identical to the baseline's), compared ("output_ids" or "text": approximate index).
     lossless: list[dict[str, Any]] = field(default_factory=list)
+    gpu_release_s: float | None = None  # tree gone -> its GPU memory free, wall (None: no NVML)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

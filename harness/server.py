@@ -2,10 +2,13 @@
 
 Ready means `/health_generate` answers 200 and the process is still alive, as SGLang's own
 `popen_launch_server` decides it (no log line: `--log-level warning` hides the INFO "fired up").
-Stop is SIGTERM to the whole group, a grace period, then SIGKILL to the group
-(unconditionally: children that ignored SIGTERM must not outlive the trial and hold the GPUs),
-then wait until the group is gone, the port is free again and (with NVML) the tree's processes
-hold no GPU memory.
+Stop is SGLang's own teardown order (0.5.23 test/test_utils.py::terminate_and_kill_process_tree):
+SIGTERM to the launcher only (it drains and tells its schedulers to release the GPU and exit;
+they have no SIGTERM handler, so a SIGTERM to the whole group would kill them mid-release), a
+grace period, then SIGKILL to the whole tree (unconditionally, descendants that left the group
+too: nothing may outlive the trial and hold the GPUs), then wait until the tree is gone, the
+port is free again and (with NVML) the tree's processes hold no GPU memory, timed as
+gpu_release_s.
 
 The server's output reaches server.log through a pipe the harness reads line by line: secrets it
 prints (SGLang logs its server_args, --api-key included) are masked before they touch the disk,
@@ -38,11 +41,13 @@ from harness.errors import (
 from harness.gpu import await_gpu_release, check_gpu_released
 from harness.logs import classify_exit, excerpt, is_fatal_line, oom_kind
 from harness.procs import (
-    group_alive,
+    command_line,
+    kill_tree,
     port_is_free,
-    process_tree,
-    signal_group,
+    snapshot_tree,
     stop_leftover,
+    terminate_then_kill,
+    tree_gone,
     wait_until,
 )
 from harness.redact import recorded_argv, recorded_shell, redact_text, secret_values
@@ -95,6 +100,7 @@ class Server:
         self._started_at: float | None = None
         self.ready_wall_s: float | None = None  # wall seconds from launch to ready
         self.teardown_s: float | None = None  # wall seconds from stop to group gone + port free
+        self.gpu_release_s: float | None = None  # wall seconds until its GPU memory came back
         self.launched_at: float | None = None  # epoch seconds: Popen
         self.gone_at: float | None = None  # epoch seconds: the whole process group gone
         self._stop_lock = threading.Lock()
@@ -272,6 +278,14 @@ class Server:
                 return response.json()
         raise ServerError(f"server answers neither {' nor '.join(SERVER_INFO_PATHS)}")
 
+    def _leader_exits(self, timeout_s: float) -> bool:
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def stop(self) -> int | None:
         """Idempotent hard stop of the whole process group; returns the leader's return code."""
         with self._stop_lock:  # stop_all() from another thread may race the trial's own stop
@@ -283,15 +297,15 @@ class Server:
             return None
         pgid = proc.pid  # start_new_session made the leader's pid the group id
         stopping = time.monotonic()
-        tree = process_tree(pgid)  # before the kill: whose GPU memory must come back
+        tree = snapshot_tree(pgid)  # before the kill: what to kill, whose GPU memory to wait for
+        commands = {pid: command_line(pid) for pid in tree}
         if proc.poll() is None:
-            signal_group(pgid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=self.stop_grace_s)
-        signal_group(pgid, signal.SIGKILL)
+            terminate_then_kill(pgid, tree, self.stop_grace_s, self._leader_exits)
+        else:
+            kill_tree(pgid, tree)  # a launcher that died may have left its schedulers running
         rc = proc.wait()
-        if not wait_until(lambda: not group_alive(pgid), deadline_s=30.0):
-            log.warning("process group %d still has members after SIGKILL", pgid)
+        if not wait_until(lambda: tree_gone(pgid, tree), deadline_s=30.0):
+            log.warning("process tree of %d still has members after SIGKILL", pgid)
         if self.gone_at is None:
             self.gone_at = time.time()
         with _live_lock:
@@ -300,7 +314,9 @@ class Server:
             lambda: port_is_free(self.command.host, self.command.port), deadline_s=30.0
         ):
             log.warning("port %d still busy after the server stopped", self.command.port)
-        await_gpu_release(tree, self.gpu_release_timeout_s)
+        released = await_gpu_release(tree, self.gpu_release_timeout_s, commands)
+        if self.gpu_release_s is None:
+            self.gpu_release_s = released
         if self.teardown_s is None:
             self.teardown_s = time.monotonic() - stopping
         self._drain_log()

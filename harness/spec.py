@@ -26,6 +26,10 @@ def _check(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_range(name: str, value: float | None, low: float, high: float, hint: str = "") -> None:
     if value is None:
         return
@@ -49,7 +53,7 @@ class EngineSpec:
         _check(
             self.name in ENGINES,
             f"engine={self.name!r} is unknown: use one of {', '.join(ENGINES)} "
-            "(engine=sim for the simulator, engine=sglang on a GPU box).",
+            "(engine.name; engine=sim for the simulator, engine=sglang on a GPU box).",
         )
         _check(bool(self.program), "engine.program is empty: it must name the server program.")
         _check(
@@ -201,7 +205,7 @@ class BenchmarkSpec:
             (1 <= self.runs <= 1000, f"benchmark.runs={self.runs}: 1..1000"),
             (bool(self.concurrency), "benchmark.concurrency is empty: give e.g. [1]"),
             (
-                all(1 <= c <= 4096 for c in self.concurrency),
+                all(_is_int(c) and 1 <= c <= 4096 for c in self.concurrency),
                 f"benchmark.concurrency={list(self.concurrency)}: each level 1..4096",
             ),
             (
@@ -212,7 +216,7 @@ class BenchmarkSpec:
                 not self.requests_per_level
                 or (
                     len(self.requests_per_level) == len(self.concurrency)
-                    and all(n >= 1 for n in self.requests_per_level)
+                    and all(_is_int(n) and n >= 1 for n in self.requests_per_level)
                 ),
                 f"benchmark.requests_per_level={list(self.requests_per_level)}: one count >= 1 per "
                 f"concurrency level {list(self.concurrency)}",

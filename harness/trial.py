@@ -24,7 +24,13 @@ from harness.client import deadline_error, is_aborted
 from harness.clock import ServerClock
 from harness.command import ServerCommand, build_server_command
 from harness.drafter_gate import check_drafter
-from harness.errors import ServerCrashed, ServerError, ServerOOM, ServerStartTimeout
+from harness.errors import (
+    MachineNotReady,
+    ServerCrashed,
+    ServerError,
+    ServerOOM,
+    ServerStartTimeout,
+)
 from harness.lossless import LosslessOutput
 from harness.procs import wait_until
 from harness.redact import recorded_argv, recorded_shell
@@ -132,6 +138,9 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         _fail(result, Outcome.CRASH, exc)
     except KeyboardInterrupt:
         result.outcome, result.error = Outcome.INTERRUPTED, "interrupted by the user"
+        raise
+    except MachineNotReady as exc:  # never launched: the folder must not say ok; the sweep stops
+        result.outcome, result.error = Outcome.ERROR, f"not launched: {exc}"
         raise
     finally:
         _record(result, server, bench, folder, started)
@@ -257,6 +266,7 @@ def _record(
     """The server's timings, the requests and the result on disk, whatever happened."""
     result.detect_s = server.detect_s
     result.teardown_s = server.teardown_s
+    result.gpu_release_s = server.gpu_release_s
     if server.launched_at is not None and server.gone_at is not None:
         result.server_window = [server.launched_at, server.gone_at]
     if server.ready_wall_s is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from typing import TYPE_CHECKING
 
 from harness.command import engine_program, server_flags
@@ -21,9 +22,38 @@ from harness.flags import (
     version_problems,
 )
 from harness.sim.cli import build_parser
+from sweep.schema import ModelConfig, ServerConfig
+
+_GROUP_FIELDS = (
+    ("server", set(ServerConfig.__dataclass_fields__)),
+    ("model", set(ModelConfig.__dataclass_fields__)),
+)
 
 if TYPE_CHECKING:
     from harness.spec import TrialSpec
+
+
+# The config key behind each flag a launch carries, so a parser's refusal names what to change.
+_SIM_KEYS = {
+    "--sim-hardware": "hardware.sim_profile",
+    "--sim-target": "model.sim_profile",
+    "--sim-drafter": "drafter.sim_profile",
+    "--sim-clock-scale": "engine.clock_scale",
+    "--sim-seed": "benchmark.seed",
+    "--sim-sglang-version": "engine.sglang_version",
+}
+
+
+def _keys_named(problems: list[str]) -> list[str]:
+    """The config keys behind the flags the problems mention."""
+    text = " ".join(problems)
+    keys = [key for flag, key in _SIM_KEYS.items() if f"{flag}:" in text or f"{flag} " in text]
+    for flag in sorted(set(re.findall(r"--[a-z][a-z0-9-]*", text))):
+        name = flag[2:].replace("-", "_")
+        group = next((g for g, fields in _GROUP_FIELDS if name in fields), None)
+        if group:
+            keys.append(f"{group}.{name}")
+    return list(dict.fromkeys(keys))
 
 
 def sim_parser_problems(flags: list[str], surface: str) -> list[str]:
@@ -61,9 +91,11 @@ def check_launch_flags(specs: list[TrialSpec]) -> None:
             if result["error"]:
                 problems.append(result["error"])
     if problems:
+        keys = _keys_named(problems)
         raise ConfigError(
             "SGLang would refuse this launch: "
             + " | ".join(dict.fromkeys(problems))
+            + (f" (set by {', '.join(keys)})" if keys else "")
             + " (Flags come from the server, model and drafter groups, server.extra_args and "
             "engine.extra_args; engine.sglang_version picks the SGLang version to speak.)"
         )

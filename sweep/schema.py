@@ -18,6 +18,9 @@ from omegaconf import MISSING
 class EngineConfig:
     name: str = MISSING  # sim | sglang
     program: List[str] = MISSING  # "python" means the harness's own interpreter
+    # A program prefix that runs a Python where the engine runs, for a program that is not one
+    # (docker run, srun, a wrapper script): preflight reads SGLang's version and parser with it.
+    probe: List[str] = field(default_factory=list)
     sglang_version: Optional[str] = None  # flag surface (harness.sglang.VERSIONS); None: detect
     clock_scale: float = 1.0  # simulated seconds per wall second (sim only)
     ready_timeout_s: float = 1800.0  # wall seconds until the server must be ready

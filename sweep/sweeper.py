@@ -17,6 +17,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
+from rich.markup import escape
 
 from harness.errors import ConfigError, SpecsweepError
 from sweep import provenance
@@ -35,6 +36,34 @@ from sweep.study.storage import grace_period
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
+    """The checks of `plan` that need no Hydra context: the search, sampler, objective,
+    heartbeat settings and the declared space (tests call them without a sweep)."""
+    search, benchmark = config.search, config.benchmark
+    grace_period(config.tracking)  # heartbeat settings that would fail live trials
+    if search.n_trials < 0:
+        raise ConfigError(f"search.n_trials={search.n_trials}: must be >= 0.")
+    if search.sampler.name not in ("tpe", "random"):
+        raise ConfigError(f"search.sampler.name={search.sampler.name!r}: tpe or random.")
+    try:
+        objective = Objective(search.objective, search.throughput_concurrency)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if "throughput" in search.objective and (
+        search.throughput_concurrency not in benchmark.concurrency
+    ):
+        raise ConfigError(
+            f"search.objective={search.objective} reads throughput at concurrency "
+            f"{search.throughput_concurrency}, which benchmark.concurrency="
+            f"{list(benchmark.concurrency)} does not measure. Add it, e.g. "
+            f"benchmark.concurrency=[1,{search.throughput_concurrency}]."
+        )
+    if search.objective == "speedup" and not search.baseline:
+        raise ConfigError("search.objective=speedup needs the baseline: set search.baseline=true.")
+    space = SearchSpace.from_config(search.space)
+    return objective, space
 
 
 class SpecsweepSweeperImpl(Sweeper):
@@ -63,7 +92,7 @@ class SpecsweepSweeperImpl(Sweeper):
         try:
             plan = self.plan(arguments)
         except SpecsweepError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
             raise SystemExit(2) from None
         except InterpolationResolutionError as exc:  # tracking=server without its variables
             console.print(
@@ -92,30 +121,7 @@ class SpecsweepSweeperImpl(Sweeper):
                     "Declare ranges in search.space instead, e.g. "
                     "search.space.speculative_num_steps.high=4."
                 )
-        search, benchmark = self.config.search, self.config.benchmark
-        grace_period(self.config.tracking)  # heartbeat settings that would fail live trials
-        if search.n_trials < 0:
-            raise ConfigError(f"search.n_trials={search.n_trials}: must be >= 0.")
-        if search.sampler.name not in ("tpe", "random"):
-            raise ConfigError(f"search.sampler.name={search.sampler.name!r}: tpe or random.")
-        try:
-            objective = Objective(search.objective, search.throughput_concurrency)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        if "throughput" in search.objective and (
-            search.throughput_concurrency not in benchmark.concurrency
-        ):
-            raise ConfigError(
-                f"search.objective={search.objective} reads throughput at concurrency "
-                f"{search.throughput_concurrency}, which benchmark.concurrency="
-                f"{list(benchmark.concurrency)} does not measure. Add it, e.g. "
-                f"benchmark.concurrency=[1,{search.throughput_concurrency}]."
-            )
-        if search.objective == "speedup" and not search.baseline:
-            raise ConfigError(
-                "search.objective=speedup needs the baseline: set search.baseline=true."
-            )
-        space = SearchSpace.from_config(search.space)
+        objective, space = check_search(self.config)
         # Compose and freeze a trial and the baseline now: a typo costs a second, not a load.
         trial_cfg = self.compose(arguments)
         trial_spec = build_trial_spec(trial_cfg)

@@ -239,6 +239,8 @@ class Tracker:
             metrics["startup_s"] = result.startup_s  # server clock (simulated when engine=sim)
         if result.teardown_s is not None:
             metrics["teardown_s"] = result.teardown_s  # wall clock: stop until the group is gone
+        if result.gpu_release_s is not None:  # measured only where NVML is usable
+            metrics["gpu_release_s"] = result.gpu_release_s
         self._log(run_id, params=params, metrics=metrics)
         self._log_runs(run_id, result)
         if result.folder and Path(result.folder).is_dir():

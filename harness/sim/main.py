@@ -33,6 +33,7 @@ from harness.sim.faults import Faults
 from harness.sim.oracle import build_model
 from harness.sim.perf_model import MemoryPlan, PerfModel
 from harness.sim.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
+from harness.sim.shutdown import Scheduler, install_sigterm
 
 log = logging.getLogger("sglang.launch_server")
 sched_log = logging.getLogger("sglang.scheduler")
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     clock = VirtualClock(ns.sim_clock_scale)
     plan = model.memory_plan(args["mem_fraction_static"])
     log.info("server_args=%s", reported_args(args, version))
+    scheduler = Scheduler(plan.static_mib)  # the launcher's child, as SGLang spawns its schedulers
     _start_up(model, plan, args, clock, faults, version)
 
     crash_after, on_crash = runtime_death(faults, version, plan.kv_tokens)
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         faults=faults,
         die=die_like_sglang,
     )
-    _serve(state, args["host"], args["port"])
+    _serve(state, args["host"], args["port"], scheduler)
 
 
 def _sleep_virtual(clock: VirtualClock, seconds: float) -> None:
@@ -265,7 +267,7 @@ def _start_up(
     )
 
 
-def _serve(state: ServerState, host: str, port: int) -> None:
+def _serve(state: ServerState, host: str, port: int, scheduler: Scheduler) -> None:
     app = create_app(state)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
@@ -289,6 +291,13 @@ def _serve(state: ServerState, host: str, port: int) -> None:
         if state.faults.refuse_connections_after == 0:
             stop_listening()
         state.status = "Up"
+        # The first request installs the tokenizer manager's SIGTERM handler (over uvicorn's).
+        install_sigterm(
+            scheduler,
+            state.surface.legacy,
+            lambda: [r.rid for r in state.engine.running],
+            state.engine.clock.scale,
+        )
         log.info(READY_LINE)
 
     async def run() -> None:

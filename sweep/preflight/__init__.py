@@ -33,6 +33,7 @@ def run(cfg: DictConfig) -> list[Check]:
 
 def main(argv: list[str] | None = None) -> int:
     from hydra import compose, initialize_config_dir
+    from rich.markup import escape
 
     from sweep.app import CONF_DIR
     from sweep.console import console
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     checks = run(cfg)
-    console.print(f"preflight for study {cfg.search.study_name} (engine={cfg.engine.name})")
+    console.print(escape(f"preflight for study {cfg.search.study_name} (engine={cfg.engine.name})"))
     for line in render(checks):
         console.print(line, soft_wrap=True)
     failed = [c for c in checks if c.status == "fail"]

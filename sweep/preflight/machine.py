@@ -10,9 +10,15 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.command import engine_program
-from harness.drafter_gate import drafter_problems
+from harness.drafter_gate import cached_snapshot, drafter_problems, hf_cache_root, is_hub_id
 from harness.errors import ConfigError
-from harness.flags import engine_python, installed_sglang_version, probe_sglang, surface_of
+from harness.flags import (
+    Python,
+    engine_python,
+    installed_sglang_version,
+    probe_sglang,
+    surface_of,
+)
 from harness.gpu import gpu_inventory, gpu_processes
 from harness.layout import ResultsLayout
 from harness.sglang import CURRENT, LEGACY
@@ -45,19 +51,47 @@ def _drafter_choices(cfg: DictConfig, space: SearchSpace) -> list[str | None]:
     return [p for p in dict.fromkeys(paths) if p]
 
 
+def _wrapper_check(program: tuple[str, ...], wanted: str | None) -> Check:
+    """A program that is not a Python (docker run, srun, a script) and no engine.probe: its SGLang
+    cannot be read from here, so say which flag set the sweep assumes and carry on."""
+    assumed = (
+        f"the {wanted} flag set (engine.sglang_version)"
+        if wanted
+        else f"the {CURRENT} flag set (engine.sglang_version is unset)"
+    )
+    return Check(
+        "engine",
+        "warn",
+        f"{program[0]} is not a Python (a container, srun or a wrapper script?): could not check "
+        f"the SGLang it runs from here; the sweep speaks {assumed}",
+        "set engine.probe to a command that runs a Python beside that SGLang, e.g. "
+        "engine.probe=[docker,run,--rm,IMAGE,python3] (docs/preflight.md)",
+    )
+
+
 def check_engine(cfg: DictConfig) -> Check:
     wanted = cfg.engine.sglang_version
     if cfg.engine.name == "sim":
         return Check("engine", "pass", f"simulator (harness.sim), SGLang {wanted} surface")
-    program = tuple(cfg.engine.program)
-    python = engine_python(engine_program(program))
-    version = installed_sglang_version(python) if python else None
+    program = engine_program(tuple(cfg.engine.program))
+    probe = tuple(cfg.engine.get("probe") or ())
+    own = engine_python(program)
+    python: Python | None = probe or own
+    if python is None:
+        return _wrapper_check(program, wanted)
+    where = f"engine.probe ({' '.join(probe)})" if probe else python
+    # The surface the sweep will speak: engine.sglang_version, else what `detected_surface`
+    # reads from the program's own Python (a wrapper's: the current one).
+    speaking = wanted or (None if own else CURRENT)
+    version = installed_sglang_version(python)
     if version is None:
         return Check(
             "engine",
             "fail",
-            f"SGLang is not installed for {python or program[0]}",
-            "pip install -e '.[sglang]' (or point engine.program at its python)",
+            f"SGLang is not installed for {where}",
+            "fix engine.probe so it runs the Python that has SGLang"
+            if probe
+            else "pip install -e '.[sglang]' (or point engine.program at its python)",
         )
     try:  # which flags its own parser has decides the surface, not a version list
         installed = probe_sglang(python)
@@ -74,17 +108,22 @@ def check_engine(cfg: DictConfig) -> Check:
                 "engine",
                 "fail",
                 f"{exc} ({reason})",
-                f"install SGLang {CURRENT} (or {LEGACY}.x), or fix its import in {python}",
+                f"install SGLang {CURRENT} (or {LEGACY}.x), or fix its import in {where}",
             )
-    if wanted is not None and speaks != wanted:
+    if speaking is not None and speaks != speaking:
         return Check(
             "engine",
             "fail",
             f"SGLang {version} is installed and speaks the {speaks} flag set ({how}); the configs "
-            f"speak the {wanted} flag set",
-            f"set engine.sglang_version={speaks} (or leave it unset to detect it)",
+            f"speak the {speaking} flag set",
+            f"set engine.sglang_version={speaks}"
+            + ("" if probe else " (or leave it unset to detect it)"),
         )
-    return Check("engine", "pass", f"SGLang {version}, {speaks} flag set ({how})")
+    return Check(
+        "engine",
+        "pass",
+        f"SGLang {version}, {speaks} flag set ({how})" + (f", via {where}" if probe else ""),
+    )
 
 
 def check_gpus(cfg: DictConfig, space: SearchSpace) -> list[Check]:
@@ -214,6 +253,61 @@ def _size_gb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / GIB
 
 
+def _hub_checks(cfg: DictConfig, what: str, path: str) -> list[Check]:
+    """A hub id: checked from the local Hugging Face cache when its snapshot is there; otherwise
+    say that SGLang downloads it at launch and, for a drafter, that its check could not run."""
+    sim = cfg.engine.name == "sim"
+    snapshot = cached_snapshot(path)
+    if snapshot is not None:
+        checks = [
+            Check(
+                what,
+                "pass",
+                f"{path}: a hub id, in the local Hugging Face cache "
+                f"(revision {snapshot.name[:12]}, {_size_gb(snapshot):.1f} GB)",
+            )
+        ]
+        if what == "drafter":
+            checks += _drafter_check(cfg, path)
+        return checks
+    checks = [
+        Check(
+            what,
+            "pass" if sim else "warn",
+            f"{path}: a hub id"
+            + (
+                ", not loaded by the simulator"
+                if sim
+                else ", downloaded at launch (needs the network)"
+            ),
+        )
+    ]
+    if what == "drafter" and cfg.drafter.check != "off":
+        checks.append(
+            Check(
+                "drafter check",
+                "warn",
+                f"could not check {path}: not in the local Hugging Face cache ({hf_cache_root()})",
+                f"download it first (huggingface-cli download {path}) or set drafter.path to a "
+                "local copy, so it is checked before a launch",
+            )
+        )
+    return checks
+
+
+def _drafter_check(cfg: DictConfig, path: str) -> list[Check]:
+    problems = drafter_problems(
+        path,
+        cfg.model.path,
+        cfg.drafter.algorithm,
+        "static",
+        ResultsLayout.at(cfg.tracking.dir).drafter_checks,
+    )
+    if not problems:
+        return []
+    return [Check("drafter check", "fail", problems, "python -m drafter check --drafter ...")]
+
+
 def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
     checks = []
     for what, path in [("model", cfg.model.path)] + [
@@ -221,6 +315,9 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
     ]:
         local = path.startswith(("/", "./", "../", "~"))
         p = Path(path).expanduser()
+        if not local and is_hub_id(path):
+            checks += _hub_checks(cfg, what, path)
+            continue
         if not local:
             status = "pass" if cfg.engine.name == "sim" else "warn"
             checks.append(
@@ -253,17 +350,5 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
         else:
             checks.append(Check(what, "pass", f"{path}: {_size_gb(p):.1f} GB"))
         if what == "drafter" and p.is_dir():
-            problems = drafter_problems(
-                path,
-                cfg.model.path,
-                cfg.drafter.algorithm,
-                "static",
-                ResultsLayout.at(cfg.tracking.dir).drafter_checks,
-            )
-            if problems:
-                checks.append(
-                    Check(
-                        "drafter check", "fail", problems, "python -m drafter check --drafter ..."
-                    )
-                )
+            checks += _drafter_check(cfg, path)
     return checks

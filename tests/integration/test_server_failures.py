@@ -6,14 +6,20 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from harness import gpu
 from harness.command import ServerCommand, build_server_command
-from harness.errors import PortInUse, ServerCrashed, ServerOOM, ServerStartTimeout
+from harness.errors import GpuMemoryHeld, PortInUse, ServerCrashed, ServerOOM, ServerStartTimeout
 from harness.procs import port_is_free, processes_mentioning, wait_until
 from harness.server import Server
+from harness.sim.shutdown import LEDGER_ENV
 from tests.conftest import eagle3, kimi_server, sim_engine
+
+real_nvml = gpu._nvml
 
 
 def test_mem_fraction_093_ooms_like_sglang(tmp_path, port):
@@ -176,3 +182,66 @@ def test_a_rerun_in_the_same_folder_starts_a_fresh_log(tmp_path, port):
         with Server(cmd, log, ready_timeout_s=60, stop_grace_s=1):
             assert wait_until(lambda: log.read_text() != "", deadline_s=30)  # it printed
     assert log.read_text() == "server second\n"
+
+
+class LedgerNvml:
+    """NVML as a fake, over the simulator's GPU ledger (harness/sim/shutdown.py): a scheduler
+    holds its memory until it released it after a ShutdownReq; one killed holds it on."""
+
+    def __init__(self, ledger: Path):
+        self.ledger = ledger
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [
+            SimpleNamespace(pid=int(entry.name), usedGpuMemory=int(entry.read_text()) * 2**20)
+            for entry in self.ledger.iterdir()
+        ]
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.1"])
+def test_stop_follows_sglangs_order_so_the_scheduler_releases_the_gpu(
+    tmp_path, port, monkeypatch, version
+):
+    """SIGTERM to the launcher only: it drains and (0.5.23) sends its scheduler a ShutdownReq,
+    and the scheduler releases its GPU memory before it exits. A SIGTERM to the whole group
+    (the old order) kills the scheduler, which has no SIGTERM handler, before it released:
+    its memory stays held and the next launch is refused with GpuMemoryHeld."""
+    ledger = tmp_path / "gpu"
+    ledger.mkdir()
+    monkeypatch.setenv(LEDGER_ENV, str(ledger))
+    monkeypatch.setattr(gpu, "_UNRELEASED", {})
+    monkeypatch.setattr(gpu, "_nvml", lambda module=None: real_nvml(LedgerNvml(ledger)))
+    from tests.conftest import KIMI_PARSER
+
+    spec = kimi_server(port, reasoning_parser=KIMI_PARSER[version])
+    cmd = build_server_command(spec, sim_engine(version=version))
+    server = Server(
+        cmd, tmp_path / "server.log", ready_timeout_s=60, stop_grace_s=30, gpu_release_timeout_s=1
+    )
+    with server:
+        server.wait_ready()
+        assert [entry.name for entry in ledger.iterdir()] != []  # the scheduler holds memory
+    log = server.log_text()
+    assert "SIGTERM received. signum=None frame=None. Draining requests" in log
+    if version == "0.5.23":
+        assert server.returncode == 0  # released, then sys.exit(0)
+        assert list(ledger.iterdir()) == []
+        assert server.gpu_release_s is not None
+        gpu.check_gpu_released()  # nothing held: the next launch may go ahead
+    else:  # 0.5.1.post3 kills its tree and itself (no ShutdownReq): the memory stays charged
+        assert server.returncode == -signal.SIGKILL
+        with pytest.raises(GpuMemoryHeld, match=r"pid \d+ \(.*harness\.sim.*MiB on GPU 0\)"):
+            gpu.check_gpu_released()
+    assert processes_mentioning(f"--port {port}") == []

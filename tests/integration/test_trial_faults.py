@@ -213,3 +213,18 @@ def test_a_broken_drafter_is_refused_before_anything_launches(tmp_path, port):
         run_trial(spec, tmp_path / "t")
     assert not (tmp_path / "t").exists()  # no folder, no command, no server
     assert processes_mentioning(f"--port {port} ") == []
+
+
+def test_a_trial_the_machine_cannot_take_is_not_recorded_ok(tmp_path, port):
+    import socket
+
+    from harness.errors import PortInUse
+
+    with socket.socket() as sock:  # the port is busy: nothing launches, the sweep must stop
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        with pytest.raises(PortInUse):
+            run_trial(trial(tmp_path, port), tmp_path / "t")
+    saved = json.loads((tmp_path / "t" / "result.json").read_text())
+    assert saved["outcome"] == "error" and saved["error"].startswith("not launched: port")
+    assert not saved["metrics"]

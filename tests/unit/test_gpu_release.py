@@ -86,3 +86,53 @@ def test_a_stop_whose_memory_stays_held_refuses_the_next_launch(monkeypatch, tmp
     nvml.polls = [[]]  # the driver let go: the next launch may go ahead
     gpu.check_gpu_released()
     assert gpu._UNRELEASED == {}
+
+
+def test_held_memory_is_waited_for_once_more_and_its_holders_named(monkeypatch, caplog):
+    """Memory held at the deadline: the holders are logged (pid, command line, MiB, GPU) and
+    waited for once more, as long again; memory released during that second wait lets the next
+    launch go ahead, and the release time is returned."""
+    monkeypatch.setattr(gpu, "_UNRELEASED", {})
+    nvml = FakeNvml([[(4242, 2 * 2**30)], []])  # deadline 0: one poll per wait
+    monkeypatch.setattr(gpu, "_nvml", lambda module=None: real_nvml(nvml))
+    caplog.set_level("WARNING", logger="harness.gpu")
+    waited = gpu.await_gpu_release({4242}, 0, {4242: "python -m sglang.launch_server --tp 8"})
+    assert "pid 4242 (python -m sglang.launch_server --tp 8; 2048 MiB on GPU 0)" in caplog.text
+    assert "waiting 0 s more" in caplog.text
+    assert nvml.calls == 2  # it polled again after the first deadline, and saw the release
+    assert waited is not None
+    gpu.check_gpu_released()  # released during the retry: nothing is held
+
+
+def test_memory_held_past_the_retry_names_its_holders_in_gpu_memory_held(monkeypatch):
+    monkeypatch.setattr(gpu, "_UNRELEASED", {})
+    nvml = FakeNvml([[(4242, 2 * 2**30), (7, 2**30)]])
+    monkeypatch.setattr(gpu, "_nvml", lambda module=None: real_nvml(nvml))
+    gpu.await_gpu_release({4242}, 0, {4242: "python -m sglang.launch_server --tp 8"})
+    with pytest.raises(GpuMemoryHeld) as exc:
+        gpu.check_gpu_released()
+    message = str(exc.value)
+    assert "pid 4242 (python -m sglang.launch_server --tp 8; 2048 MiB on GPU 0)" in message
+    assert "pid 7" not in message  # not the stopped server's
+
+
+def test_without_nvml_the_release_is_not_timed(monkeypatch):
+    monkeypatch.setattr(gpu, "_nvml", lambda module=None: None)
+    assert gpu.await_gpu_release({1}, 5) is None
+
+
+def test_a_holders_command_line_never_shows_the_api_key():
+    """The command lines named in GpuMemoryHeld come from /proc: --api-key's value is replaced
+    by its reference, as in every other record of the command."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "--api-key", "s3cret"],
+        start_new_session=True,
+    )
+    try:
+        assert procs.wait_until(lambda: "--api-key" in (procs.command_line(proc.pid) or ""), 10)
+        line = procs.command_line(proc.pid)
+        assert "s3cret" not in line and "--api-key $SGLANG_API_KEY" in line
+        assert set(procs.snapshot_tree(proc.pid)) == {proc.pid}
+    finally:
+        proc.kill()
+        proc.wait()
