@@ -16,6 +16,7 @@ simulator's GPU ledger (harness/sim/shutdown.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -42,7 +43,7 @@ from benchmarks._faults_sweep import (  # noqa: E402
     repeated_crash,
     sigkill_resume,
 )
-from harness import gpu  # noqa: E402
+from harness import gpu, lossless  # noqa: E402
 from harness.command import ServerCommand, build_server_command  # noqa: E402
 from harness.errors import GpuMemoryHeld, ServerError  # noqa: E402
 from harness.procs import processes_mentioning  # noqa: E402
@@ -80,6 +81,28 @@ def trial_scenario(expect: Outcome, *faults: str, oom_kind: str | None = None, *
         }
 
     return run
+
+
+def lossy_outputs(ctx: Scratch) -> dict:
+    """A speculative server whose greedy outputs part from the baseline's at token 8: measured,
+    flagged outputs_diverge, the divergence index recorded (harness/lossless.py)."""
+    base = run_trial(ctx.spec(runs=1), ctx.dir / "base")
+    reference = ctx.dir / "base" / lossless.FILE
+    spec = dataclasses.replace(
+        ctx.spec("lossy-after-tokens=8", runs=1), lossless_reference=reference
+    )
+    result = run_trial(spec, ctx.dir / "t")
+    indices = {a["first_divergent_token"] for a in result.lossless}
+    ok = base.outcome is Outcome.OK and result.outcome is Outcome.OK
+    ok = ok and "outputs_diverge" in result.warnings and indices == {8}
+    recorded = sum((ctx.dir / d / "result.json").is_file() for d in ("base", "t"))
+    return {
+        "survived": ok,
+        "started": 2,
+        "recorded": recorded,
+        "seconds_to_detect": None,
+        "note": f"{result.outcome}, warnings {result.warnings}, first divergent {sorted(indices)}",
+    }
 
 
 def killed_from_outside(ctx: Scratch) -> dict:
@@ -137,6 +160,7 @@ def half_dead_server(ctx: Scratch) -> dict:
 LEFTOVER = """
 import json, os, sys
 from pathlib import Path
+from harness import lossless  # noqa: E402
 from harness.command import ServerCommand
 from harness.server import Server
 argv, port, log, pid_file = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -241,6 +265,7 @@ SCENARIOS: dict[str, Callable[[Scratch], dict]] = {
     ),
     "never_ready": trial_scenario(Outcome.TIMEOUT, "hang-at-startup", ready_timeout_s=3),
     "stalled_request": trial_scenario(Outcome.OK, "stall-request=2", request_timeout_s=3, runs=2),
+    "lossy_outputs": lossy_outputs,
     "killed_from_outside": killed_from_outside,
     "half_dead_server": half_dead_server,
     "port_taken": port_taken,

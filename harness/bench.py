@@ -28,6 +28,7 @@ import httpx
 from harness.acceptance import open_window, window_accept_length
 from harness.client import deadline_error, is_aborted, stream_request
 from harness.clock import ServerClock
+from harness.lossless import LosslessOutput, collect
 from harness.metrics import Timeline, aggregate_metrics, summarize_run
 from harness.prompts import load_prompts
 from harness.results import RequestRecord, RunSummary
@@ -155,6 +156,14 @@ class Benchmark:
         summary = self._step(self._measure(run))
         self.run_summaries.append(summary)
         return summary
+
+    def lossless_outputs(self) -> list[LosslessOutput]:
+        """The lossless check's greedy outputs (harness.lossless): its own step, in no measured
+        window; nothing when benchmark.lossless_check is 0."""
+        prompts = self.prompts[: self.spec.lossless_check]
+        if not prompts:
+            return []
+        return self._step(collect(self._client, prompts, self.spec.lossless_max_tokens))  # type: ignore[arg-type]
 
     def result(self) -> BenchmarkResult:
         return BenchmarkResult(self.records, self.run_summaries, self.metrics(), self.stopped_early)

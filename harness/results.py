@@ -119,6 +119,9 @@ class TrialResult:
     detect_s: float | None = None  # the server's fatal log line -> the harness noticing, wall
     gpus: str | None = None  # CUDA_VISIBLE_DEVICES the server was started with (GPU slots)
     server_window: list[float] | None = None  # [launch, process group gone], epoch seconds
+    # The lossless check, per prompt: prompt_id, tokens compared, first_divergent_token (None:
+    # identical to the baseline's), compared ("output_ids" or "text": approximate index).
+    lossless: list[dict[str, Any]] = field(default_factory=list)
     gpu_release_s: float | None = None  # tree gone -> its GPU memory free, wall (None: no NVML)
     schema_version: int = SCHEMA_VERSION
 

@@ -192,6 +192,10 @@ class BenchmarkSpec:
     adaptive: bool = False  # add runs until the 95% interval is within target_ci_pct
     target_ci_pct: float = 2.0
     max_runs: int = 20
+    # The lossless check (harness.lossless): this many prompts, greedy, lossless_max_tokens each,
+    # compared with the baseline's outputs after the measured runs. 0: off.
+    lossless_check: int = 4
+    lossless_max_tokens: int = 256
 
     def __post_init__(self) -> None:
         checks = [
@@ -229,6 +233,14 @@ class BenchmarkSpec:
             ),
             (0 < self.target_ci_pct <= 100, "benchmark.target_ci_pct must be in (0, 100]"),
             (self.max_runs >= self.runs, "benchmark.max_runs must be >= benchmark.runs"),
+            (
+                0 <= self.lossless_check <= 1000,
+                f"benchmark.lossless_check={self.lossless_check}: 0..1000 prompts (0: off)",
+            ),
+            (
+                1 <= self.lossless_max_tokens <= 262144,
+                f"benchmark.lossless_max_tokens={self.lossless_max_tokens}: 1..262144",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -290,3 +302,6 @@ class TrialSpec:
     pid_file: Path | None = None  # records the live server so a crashed sweep's leftover is found
     drafter_check: str = "static"  # static | deep | off (harness.drafter_gate)
     drafter_cache: Path | None = None  # where drafter verdicts are kept; None: not kept
+    # The baseline's lossless.jsonl (harness.lossless) to compare this trial's outputs with;
+    # None: the outputs are written, not compared (the baseline itself, a single trial).
+    lossless_reference: Path | None = None

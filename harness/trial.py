@@ -1,5 +1,5 @@
 """One trial, as a recipe: check drafter -> build command -> start -> wait ready -> read effective
-args -> warm up -> [flush -> measure run] x N -> aggregate -> record.
+args -> warm up -> [flush -> measure run] x N -> aggregate -> lossless check -> record.
 
 `run_trial` reads as those steps, one call each. It needs no Hydra, Optuna or MLflow: a TrialSpec
 in, a TrialResult out. The trial folder is the record of truth: command.sh, server.log,
@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 
+from harness import lossless
 from harness.bench import Benchmark, BenchmarkResult
 from harness.client import deadline_error, is_aborted
 from harness.clock import ServerClock
@@ -29,6 +31,7 @@ from harness.errors import (
     ServerOOM,
     ServerStartTimeout,
 )
+from harness.lossless import LosslessOutput
 from harness.procs import wait_until
 from harness.redact import recorded_argv, recorded_shell
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
@@ -124,7 +127,9 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                     reporter.run_done(bench.measure(run), spec.benchmark.runs)
                 _check_after_last_run(server)  # a server that died with the last request
                 measured = bench.result()  # aggregate: means and intervals over the runs
+                outputs = bench.lossless_outputs()  # greedy, against the baseline's
         _judge(result, measured, spec)
+        _judge_lossless(result, outputs, spec, folder)
     except ServerOOM as exc:
         _fail(result, Outcome.OOM, exc)
     except ServerStartTimeout as exc:
@@ -235,6 +240,24 @@ def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> N
     if spec.server.speculative and accept is not None and accept <= BYPASSED_ACCEPT_LEN:
         # Every draft rejected: the seeds' EAGLE-vs-EAGLE3 failure, or a broken drafter.
         result.warnings.append("drafter_bypassed")
+
+
+def _judge_lossless(
+    result: TrialResult, outputs: list[LosslessOutput], spec: TrialSpec, folder: Path
+) -> None:
+    """Write this trial's greedy outputs; with the baseline's, record how far each agrees and
+    warn `outputs_diverge` when one parts before DIVERGE_BEFORE_TOKENS (harness.lossless)."""
+    if not outputs:
+        return
+    lossless.write(folder / lossless.FILE, outputs)
+    reference = spec.lossless_reference
+    if reference is None or not reference.is_file():
+        return
+    agreements, metrics, early = lossless.judge(outputs, lossless.read(reference))
+    result.lossless = [asdict(a) for a in agreements]
+    result.metrics.update(metrics)
+    if early:
+        result.warnings.append("outputs_diverge")
 
 
 def _record(

@@ -166,6 +166,8 @@ def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
         adaptive=b.adaptive,
         target_ci_pct=b.target_ci_pct,
         max_runs=b.max_runs,
+        lossless_check=b.lossless_check,
+        lossless_max_tokens=b.lossless_max_tokens,
     )
 
 
@@ -209,6 +211,9 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         else ResultsLayout.at(cfg.tracking.dir).server_pid_file(server.port),
         drafter_check=cfg.drafter.check,
         drafter_cache=drafter_cache(cfg),
+        lossless_reference=Path(cfg.trial.lossless_reference)
+        if cfg.trial.lossless_reference
+        else None,
     )
 
 

@@ -146,6 +146,16 @@ class ConsoleReporter:
                 "repeated.",
                 soft_wrap=True,
             )
+        if "outputs_diverge" in result.warnings:
+            console.print(
+                f"{self.indent}[bold red]warning:[/] greedy outputs diverge from the baseline's "
+                f"after {int(result.metrics.get('lossless_min_agree_tokens', 0))} tokens "
+                f"({int(result.metrics.get('lossless_prompts_diverged', 0))} of "
+                f"{int(result.metrics.get('lossless_prompts', 0))} prompts): speculation must not "
+                "change a greedy output, so this configuration is wrong however fast it is (an "
+                "engine or drafter bug). Per prompt: lossless in result.json.",
+                soft_wrap=True,
+            )
         if "drafter_bypassed" in result.warnings:
             console.print(
                 f"{self.indent}[bold red]warning:[/] accept length "

@@ -100,6 +100,8 @@ class BenchmarkConfig:
     adaptive: bool = False  # add runs until the 95% interval is within target_ci_pct
     target_ci_pct: float = 2.0
     max_runs: int = 20
+    lossless_check: int = 4  # prompts compared greedily with the baseline's outputs; 0: off
+    lossless_max_tokens: int = 256  # new tokens per lossless-check prompt
 
 
 @dataclass
@@ -163,6 +165,7 @@ class TrialConfig:
     prune_metric: str = "decode_tok_s"
     gpus: Optional[str] = None  # CUDA_VISIBLE_DEVICES of the trial's GPU slot, e.g. "2,3"
     pid_file: Optional[str] = None  # the slot's server record (default: per port, in tracking.dir)
+    lossless_reference: Optional[str] = None  # the baseline's lossless.jsonl, set by the sweep
 
 
 @dataclass

@@ -21,7 +21,7 @@ from harness.sim.state import (
     json_body,
     spec_meta,
 )
-from harness.sim.text import token_text
+from harness.sim.text import id_text
 
 
 def add_chat_route(app: FastAPI, state: ServerState) -> None:
@@ -40,7 +40,11 @@ def add_chat_route(app: FastAPI, state: ServerState) -> None:
         kwargs = body.get("chat_template_kwargs") or {}
         thinking = bool(kwargs.get("thinking", kwargs.get("enable_thinking", True)))
         request = state.engine.new_request(
-            prompt, max_tokens, ignore_eos=bool(body.get("ignore_eos", False)), thinking=thinking
+            prompt,
+            max_tokens,
+            ignore_eos=bool(body.get("ignore_eos", False)),
+            thinking=thinking,
+            greedy=body.get("temperature", 1.0) == 0,  # OpenAI's default temperature is 1
         )
         state.admit(request)
         separate = state.args.get("reasoning_parser") is not None and body.get(
@@ -72,11 +76,10 @@ class _Completion:
 
     def _delta(self, chunk: Chunk) -> dict[str, str]:
         r = self.request
-        seed = int(r.rid, 16)
         reasoning, content = [], []
         for i in chunk.tokens:
             thinking = i < r.thinking_tokens
-            text = token_text(seed, i, thinking)
+            text = id_text(r.token(i))
             if not self.separate:
                 if i == 0 and r.thinking_tokens:
                     text = "<think>" + text

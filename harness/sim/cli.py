@@ -155,7 +155,8 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
         action="append",
         metavar="KIND[=VALUE]",
         help="inject a fault (repeatable): crash-after-tokens=N, hang-at-startup, slow-start=S, "
-        "stall-request=N, refuse-connections, refuse-connections-after=N (harness/sim/faults.py)",
+        "stall-request=N, refuse-connections, refuse-connections-after=N, lossy-after-tokens=N, "
+        "... (harness/sim/faults.py)",
     )
     return p
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from harness.sglang import CURRENT, surface
 from harness.sim.perf_model import PerfModel
-from harness.sim.text import stable_hash
+from harness.sim.text import stable_hash, token_id
 
 log = logging.getLogger("sglang.scheduler")
 DRIFT_SIGMA = 0.02  # standard deviation of the machine's speed deviation
@@ -79,6 +79,14 @@ class SimRequest:
     stalled: bool = False  # fault injection: no token after the first
     abort: str | None = None  # fault injection: aborted with this message after two chunks
     die_after: bool = False  # fault injection: the server dies once this request finished
+    text_seed: int = 0  # what its words are drawn from: the prompt alone when greedy
+    lossy_after: int | None = None  # fault injection: tokens from this index on differ
+
+    def token(self, index: int) -> int:
+        """The id of its `index`-th output token (harness.sim.text); a lossy fault shifts every
+        token from `lossy_after` on, as a drafter bug that accepts a wrong draft would."""
+        lossy = self.lossy_after is not None and index >= self.lossy_after
+        return token_id(self.text_seed + int(lossy), index, index < self.thinking_tokens)
 
     @property
     def limit(self) -> int:
@@ -156,16 +164,25 @@ class Engine:
         return not self.waiting and not self.running
 
     def new_request(
-        self, prompt: str, max_new_tokens: int, *, ignore_eos: bool, thinking: bool
+        self,
+        prompt: str,
+        max_new_tokens: int,
+        *,
+        ignore_eos: bool,
+        thinking: bool,
+        greedy: bool = False,
     ) -> SimRequest:
+        """`greedy` (temperature 0): its output (words and length) depends on the prompt alone,
+        as a greedy decode does, speculative or not; sampled, on the request too."""
         self._n_requests += 1
         h = stable_hash(prompt)
         rng = random.Random(hash((self.seed, h, self._n_requests)))
+        lengths = random.Random(hash((self.seed, h))) if greedy else rng
         # A reasoning model thinks for one to a few thousand tokens on these prompts (median
         # ~1200, so 2048 tokens finish most chains and 512 cuts nearly all, as the seeds saw),
         # then answers in a few hundred.
-        thinking_tokens = int(rng.lognormvariate(math.log(1200), 0.5)) if thinking else 0
-        natural = thinking_tokens + int(rng.uniform(150, 600))
+        thinking_tokens = int(lengths.lognormvariate(math.log(1200), 0.5)) if thinking else 0
+        natural = thinking_tokens + int(lengths.uniform(150, 600))
         return SimRequest(
             rid=f"{self._n_requests:08x}",
             prompt=prompt,
@@ -178,6 +195,7 @@ class Engine:
             # Easy (formulaic) prompts accept more drafts than hard ones: +-10% around 1.
             prompt_factor=0.9 + 0.2 * ((h >> 8) % 1000) / 999,
             rng=rng,
+            text_seed=h if greedy else self._n_requests,
         )
 
     def submit(self, request: SimRequest) -> None:

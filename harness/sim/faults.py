@@ -25,6 +25,9 @@ Each fault is something a real SGLang server does to a sweep left running overni
                                scheduler 0: the launcher's subprocess watchdog reports exit code
                                -9, then SIGQUIT (0.5.22+ only)
     hybrid-pool-oom            start-up: the hybrid (mamba) state cache does not fit (0.5.22+ only)
+    lossy-after-tokens=N       with speculation on, every request's output differs from the
+                               greedy one from token N on (a drafter or verify bug that accepts
+                               wrong drafts); without speculation nothing changes
 
 The texts are in harness/sim/failures.py, copied from SGLang's source.
 """
@@ -46,6 +49,7 @@ KINDS = {
     "kv-oom-after-tokens": int,
     "host-oom-after-tokens": int,
     "hybrid-pool-oom": None,
+    "lossy-after-tokens": int,
 }
 
 _NOUN = {int: "an integer", float: "a number"}
@@ -64,6 +68,7 @@ class Faults:
     kv_oom_after_tokens: int | None = None
     host_oom_after_tokens: int | None = None
     hybrid_pool_oom: bool = False
+    lossy_after_tokens: int | None = None
 
     @classmethod
     def parse(cls, specs: list[str] | None) -> Faults:
@@ -101,6 +106,7 @@ class Faults:
             kv_oom_after_tokens=values.get("kv-oom-after-tokens"),  # type: ignore[arg-type]
             host_oom_after_tokens=values.get("host-oom-after-tokens"),  # type: ignore[arg-type]
             hybrid_pool_oom=bool(values.get("hybrid-pool-oom")),
+            lossy_after_tokens=values.get("lossy-after-tokens"),  # type: ignore[arg-type]
         )
 
     def given(self, kind: str) -> bool:

@@ -19,7 +19,7 @@ from harness.sim.state import (
     json_body,
     spec_meta,
 )
-from harness.sim.text import token_text
+from harness.sim.text import id_text
 
 
 def add_generate_route(app: FastAPI, state: ServerState) -> None:
@@ -38,7 +38,11 @@ def add_generate_route(app: FastAPI, state: ServerState) -> None:
                 400, f"max_new_tokens must be a positive integer, got {max_new!r}"
             )
         request = state.engine.new_request(
-            text, max_new, ignore_eos=bool(params.get("ignore_eos", False)), thinking=True
+            text,
+            max_new,
+            ignore_eos=bool(params.get("ignore_eos", False)),
+            thinking=True,
+            greedy=params.get("temperature", 1.0) == 0,  # SGLang SamplingParams: 1.0 default
         )
         state.admit(request)
         generation = _Generation(state, request)
@@ -54,6 +58,7 @@ class _Generation:
         self.state = state
         self.request = request
         self.text: list[str] = []
+        self.output_ids: list[int] = []
         self.started = time.time()
 
     def _meta(self, finish: str | None) -> dict[str, Any]:
@@ -89,9 +94,9 @@ class _Generation:
         return meta
 
     def _add(self, chunk: Chunk) -> None:
-        seed = int(self.request.rid, 16)
         for i in chunk.tokens:
-            self.text.append(token_text(seed, i, i < self.request.thinking_tokens))
+            self.output_ids.append(self.request.token(i))
+            self.text.append(id_text(self.output_ids[-1]))
 
     async def stream(self) -> AsyncIterator[str]:
         finished = False
@@ -121,4 +126,11 @@ class _Generation:
             chunk = await self.request.queue.get()
             self._add(chunk)
             finish = chunk.finish_reason
-        return {"text": "".join(self.text), "meta_info": self._meta(finish), "index": 0}
+        # tokenizer_manager.py (0.5.23 and 0.5.22 `_handle_batch_output`, 0.5.1.post3 too): a
+        # finished non-streaming answer carries the text and every output token id.
+        return {
+            "text": "".join(self.text),
+            "output_ids": list(self.output_ids),
+            "meta_info": self._meta(finish),
+            "index": 0,
+        }

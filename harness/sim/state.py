@@ -54,6 +54,8 @@ class ServerState:
             request.abort = ABORT_MESSAGE
         if self.faults.die_after_request == n:
             request.die_after = True
+        if self.engine.speculative:
+            request.lossy_after = self.faults.lossy_after_tokens
         self.engine.submit(request)
         refuse_after = self.faults.refuse_connections_after
         if refuse_after and n == refuse_after and self.stop_listening is not None:

@@ -60,6 +60,20 @@ def stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
-def token_text(seed: int, index: int, thinking: bool) -> str:
+_VOCAB = _THINK + _ANSWER  # a token id is its index here
+
+
+def token_id(seed: int, index: int, thinking: bool) -> int:
+    """The `index`-th output token of a request whose text is seeded by `seed`. A greedy request
+    is seeded by its prompt alone, so it reads the same with and without speculation."""
     words = _THINK if thinking else _ANSWER
-    return words[(seed + index * 7919) % len(words)]
+    k = (seed + index * 7919) % len(words)
+    return k if thinking else len(_THINK) + k
+
+
+def id_text(token: int) -> str:
+    return _VOCAB[token]
+
+
+def token_text(seed: int, index: int, thinking: bool) -> str:
+    return id_text(token_id(seed, index, thinking))

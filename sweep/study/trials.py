@@ -12,9 +12,11 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from pathlib import Path
 
 import optuna
 
+from harness import lossless
 from harness.errors import ConfigError
 from harness.results import Outcome, TrialResult
 from harness.server import stop_all
@@ -123,6 +125,7 @@ class TrialLoop:
             f"trial.name={name}",
             f"trial.number={trial.number}",
             "trial.role=trial",
+            *self._lossless_overrides(),
         ]
         candidate: Candidate | None = None
         source = job_cfg = claimed = None
@@ -200,6 +203,17 @@ class TrialLoop:
             return
         self.session.keep(result)
         self.session.log(result, self.baseline.tok_s)
+
+    def _lossless_overrides(self) -> list[str]:
+        """The baseline's greedy outputs, for the trial's lossless check (harness.lossless); none
+        when its folder is not on this node (measured elsewhere) or it wrote none."""
+        baseline = self.baseline.result
+        if baseline is None or baseline.outcome is not Outcome.OK:
+            return []
+        reference = Path(baseline.folder) / lossless.FILE
+        if not reference.is_file():
+            return []
+        return [f"trial.lossless_reference='{reference}'"]
 
     def _early_stop_overrides(self) -> list[str]:
         cfg = self.session.cfg

@@ -240,3 +240,19 @@ def test_window_pitfall_requests_in_flight_at_the_window_start(tmp_path, port):
     model = modelled_load([*server_flags(server), *flags], 4, prompts[:8], 256)
     assert true_rate == pytest.approx(model.output_tok_s, rel=0.06)
     assert naive > 1.2 * true_rate  # every completion counted whole: the inflated number
+
+
+def test_a_greedy_output_depends_on_the_prompt_alone(spec_server):
+    """SGLang's non-streamed /generate answer carries text and output_ids (tokenizer_manager.py,
+    0.5.23 and 0.5.1.post3); at temperature 0 the same prompt gets the same tokens, whatever
+    was asked before (the lossless check compares them across servers)."""
+    body = {
+        "text": "Prove that the square root of two is irrational.",
+        "sampling_params": {"max_new_tokens": 40, "temperature": 0.0, "ignore_eos": True},
+    }
+    with httpx.Client(base_url=spec_server.command.base_url, timeout=60) as client:
+        first = client.post("/generate", json=body).json()
+        client.post("/generate", json={**body, "text": "Something else entirely."})
+        again = client.post("/generate", json=body).json()
+    assert len(first["output_ids"]) == 40 and first["text"]
+    assert (again["output_ids"], again["text"]) == (first["output_ids"], first["text"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
-from harness.spec import EngineSpec, ServerSpec
+from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec
 
 BASE = dict(model_path="m", tp_size=8)
 EAGLE3 = dict(speculative_algorithm="EAGLE3", speculative_draft_model_path="/d")
@@ -56,3 +56,16 @@ def test_all_three_unset_is_allowed_sglang_picks_defaults():
 def test_unknown_engine_is_refused_with_the_choices():
     with pytest.raises(ConfigError, match="engine='vllm' is unknown: use one of sim, sglang"):
         EngineSpec(name="vllm", program=("x",))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"lossless_check": -1}, "benchmark.lossless_check=-1"),
+        ({"lossless_max_tokens": 0}, "benchmark.lossless_max_tokens=0"),
+    ],
+)
+def test_invalid_lossless_check_settings_name_the_key(fields, message):
+    with pytest.raises(ConfigError, match=message):
+        BenchmarkSpec(model="m", **fields)
+    assert BenchmarkSpec(model="m", lossless_check=0).lossless_check == 0  # 0: off
