@@ -60,7 +60,8 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 def live_servers(mark: str) -> dict[int, str | None]:
-    """pid -> CUDA_VISIBLE_DEVICES of every live simulator this test's workers started."""
+    """Process group -> CUDA_VISIBLE_DEVICES of every live simulator this test's workers started.
+    By group: a server is its launcher and the scheduler it forks (as SGLang's is), one server."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -72,10 +73,11 @@ def live_servers(mark: str) -> dict[int, str | None]:
             if b"harness.sim" not in Path(f"/proc/{pid}/cmdline").read_bytes():
                 continue
             env = _environ(pid)
+            group = os.getpgid(pid)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
         if env.get("SPECSWEEP_TEST_MARK") == mark:
-            found[pid] = env.get("CUDA_VISIBLE_DEVICES")
+            found[group] = env.get("CUDA_VISIBLE_DEVICES")
     return found
 
 
@@ -89,9 +91,9 @@ class GpuMonitor(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(0.05):
             owners = defaultdict(list)
-            for pid, gpus in live_servers(self.mark).items():
+            for group, gpus in live_servers(self.mark).items():
                 for gpu in (gpus or "unset").split(","):
-                    owners[gpu].append(pid)
+                    owners[gpu].append(group)
             self.samples += 1
             self.shared += [(g, p) for g, p in owners.items() if len(p) > 1]
 
