@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from harness.layout import ResultsLayout
 from harness.procs import free_port
@@ -21,8 +22,10 @@ SMOKE = ("experiment=smoke",)  # conf/experiment/smoke.yaml: the smallest comple
 STUDY = "kimi-k25-eagle3"  # the default composition's study
 
 
-def sim_engine(clock_scale: float = 200.0, *extra: str, ready_timeout_s: float = 60) -> EngineSpec:
-    version = CURRENT  # the simulator's default SGLang surface
+def sim_engine(
+    clock_scale: float = 200.0, *extra: str, ready_timeout_s: float = 60, version: str = CURRENT
+) -> EngineSpec:
+    """The simulator as an engine, speaking `version`'s SGLang surface (tests use it too)."""
     return EngineSpec(
         name="sim",
         program=(sys.executable, "-m", "harness.sim"),
@@ -105,3 +108,20 @@ class Scratch:
                 return
             time.sleep(0.05)
         raise TimeoutError(f"{path} never showed {text!r}")
+
+
+class LedgerNvml:
+    """pynvml's calls over the simulator's GPU ledger (harness/sim/shutdown.py): one file per pid
+    still charged. A scheduler releases its entry after a ShutdownReq; one killed holds it on."""
+
+    def __init__(self, ledger: Path):
+        self.ledger = ledger
+        self.nvmlInit = self.nvmlShutdown = lambda: None
+        self.nvmlDeviceGetCount = lambda: 1
+        self.nvmlDeviceGetHandleByIndex = lambda index: index
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [
+            SimpleNamespace(pid=int(e.name), usedGpuMemory=int(e.read_text()) << 20)
+            for e in self.ledger.iterdir()
+        ]

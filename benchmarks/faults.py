@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from types import SimpleNamespace
 
 from rich.console import Console
 from rich.table import Table
@@ -35,7 +34,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import Scratch  # noqa: E402
+from benchmarks._common import LedgerNvml, Scratch  # noqa: E402
 from benchmarks._faults_sweep import (  # noqa: E402
     interrupt,
     mlflow_down,
@@ -195,23 +194,6 @@ def leftover_server(ctx: Scratch) -> dict:
     }
 
 
-class _LedgerNvml:
-    """pynvml's calls over the simulator's GPU ledger: one file per pid still charged."""
-
-    def __init__(self, ledger: Path):
-        self.ledger = ledger
-        self.nvmlInit = self.nvmlShutdown = lambda: None
-        self.nvmlDeviceGetCount = lambda: 1
-        self.nvmlDeviceGetHandleByIndex = lambda index: index
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle):
-        entries = list(self.ledger.iterdir())
-        return [
-            SimpleNamespace(pid=int(e.name), usedGpuMemory=int(e.read_text()) << 20)
-            for e in entries
-        ]
-
-
 def held_gpu_memory(ctx: Scratch) -> dict:
     """0.5.23 stopped in SGLang's order releases its scheduler's memory (gpu_release_s measured);
     0.5.1.post3's self-kill leaves it charged: waited for twice, then the next launch is refused
@@ -219,7 +201,7 @@ def held_gpu_memory(ctx: Scratch) -> dict:
     ledger = ctx.dir / "gpu"
     ledger.mkdir()
     real_nvml, os.environ[LEDGER_ENV] = gpu._nvml, str(ledger)
-    gpu._nvml = lambda module=None: real_nvml(_LedgerNvml(ledger))
+    gpu._nvml = lambda module=None: real_nvml(LedgerNvml(ledger))
     try:
         spec = ctx.spec(runs=1)
         clean = run_trial(spec, ctx.dir / "t1")

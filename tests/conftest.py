@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks._common import sim_engine  # noqa: F401  (the tests' simulator engine, shared)
 from harness.procs import free_port
-from harness.spec import EngineSpec, ServerSpec
+from harness.spec import ServerSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -14,19 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def port() -> int:
     return free_port()
-
-
-def sim_engine(
-    clock_scale: float = 200.0, *extra: str, ready_timeout_s: float = 60, version: str = "0.5.23"
-) -> EngineSpec:
-    return EngineSpec(
-        name="sim",
-        program=(sys.executable, "-m", "harness.sim"),
-        sglang_version=version,
-        ready_timeout_s=ready_timeout_s,
-        stop_grace_s=10,
-        extra_args=("--sim-clock-scale", str(clock_scale), "--sim-sglang-version", version, *extra),
-    )
 
 
 # Kimi's reasoning parser under each SGLang surface (0.5.1 predates "kimi_k2").

@@ -6,11 +6,10 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from benchmarks._common import LedgerNvml
 from harness import gpu
 from harness.command import ServerCommand, build_server_command
 from harness.errors import GpuMemoryHeld, PortInUse, ServerCrashed, ServerOOM, ServerStartTimeout
@@ -182,32 +181,6 @@ def test_a_rerun_in_the_same_folder_starts_a_fresh_log(tmp_path, port):
         with Server(cmd, log, ready_timeout_s=60, stop_grace_s=1):
             assert wait_until(lambda: log.read_text() != "", deadline_s=30)  # it printed
     assert log.read_text() == "server second\n"
-
-
-class LedgerNvml:
-    """NVML as a fake, over the simulator's GPU ledger (harness/sim/shutdown.py): a scheduler
-    holds its memory until it released it after a ShutdownReq; one killed holds it on."""
-
-    def __init__(self, ledger: Path):
-        self.ledger = ledger
-
-    def nvmlInit(self):
-        pass
-
-    def nvmlShutdown(self):
-        pass
-
-    def nvmlDeviceGetCount(self):
-        return 1
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return index
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle):
-        return [
-            SimpleNamespace(pid=int(entry.name), usedGpuMemory=int(entry.read_text()) * 2**20)
-            for entry in self.ledger.iterdir()
-        ]
 
 
 @pytest.mark.parametrize("version", ["0.5.23", "0.5.1"])
