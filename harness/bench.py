@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from harness.client import deadline_error, is_aborted, stream_request
 from harness.clock import ServerClock
 from harness.lossless import LosslessOutput, collect
 from harness.metrics import Timeline, aggregate_metrics, summarize_run
-from harness.prompts import load_prompts
+from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.stats import summarize
@@ -228,6 +229,12 @@ class Benchmark:
             self.check_server()
 
     # -- the requests --------------------------------------------------------------------------
+    def _prompt_source(self, phase: str, run: int, concurrency: int) -> Iterator[Prompt]:
+        """The prompts of one phase/run, in the order they are sent: endless, so a run takes as
+        many as it needs with next(). Today's order: the bundled prompts from the first."""
+        del phase, run, concurrency  # the prompt plan (harness.prompt_plan) decides by them
+        return itertools.cycle(self.prompts)
+
     async def _flush(self) -> bool:
         assert self._client is not None
         try:
@@ -270,10 +277,11 @@ class Benchmark:
         semaphore = asyncio.Semaphore(concurrency)
         done = 0
         tokens = 0
+        source = self._prompt_source(phase, run, concurrency)
+        prompts = [next(source) for _ in range(count)]
 
-        async def one(i: int) -> Timeline:
+        async def one(prompt: Prompt) -> Timeline:
             nonlocal done, tokens
-            prompt = self.prompts[i % len(self.prompts)]
             async with semaphore:
                 timeline = await stream_request(
                     client,
@@ -296,4 +304,4 @@ class Benchmark:
                 self.check_server()  # a dead server raises ServerOOM/ServerCrashed here
             return timeline
 
-        return list(await asyncio.gather(*(one(i) for i in range(count))))
+        return list(await asyncio.gather(*(one(p) for p in prompts)))
