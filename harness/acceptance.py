@@ -5,6 +5,13 @@ and per request), `/metrics` counter deltas over the window (SGLang >= 0.5.10), 
 lines printed inside the window, and last `/server_info`'s running average, which covers the
 window only when the flush before the run reset it (else it is the server's lifetime, and the
 source says so).
+
+Acceptance by output position (`accept_by_position`) comes from the stream's chunk structure:
+with SGLang's default --stream-interval 1 each chunk after the first (prefill's token) is one
+verify step, carrying that step's accepted drafts + the bonus token (0.5.23
+scheduler_components/output_streamer.py `accept`). Per-request speculative meta exists only on
+the finished chunk (tokenizer_manager.py `_calculate_spec_decoding_metrics` under
+`state.finished`), so it cannot place a step in the output; it checks the structure instead.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from harness.metrics import Timeline, accept_from_counters, accept_from_requests
 from harness.sglang import SERVER_INFO_PATHS
 
 log = logging.getLogger(__name__)
+POSITION_WINDOW = 256  # output tokens per acceptance-by-position window
+DECAY_WARNING = 0.25  # the last window's acceptance this far below the first's: a warning
 
 
 @dataclass(frozen=True)
@@ -101,3 +110,36 @@ async def accept_from_server_info(
         return None, None
     # Without a successful flush the counters span the server's lifetime, not this run.
     return float(value), "server_info" if flushed else "server_info_lifetime"
+
+
+def accept_by_position(timelines: list[Timeline], window: int = POSITION_WINDOW) -> list[float]:
+    """Accept length (tokens per verify step) per `window` output tokens, over all requests.
+
+    A step belongs to the window where its first token falls. Used: requests whose token counts
+    are exact per chunk and whose chunks are their verify steps (chunks - 1 == verify_ct where
+    the server reports it). Not so with --stream-interval > 1 or when the tokenizer manager
+    coalesces a lagging client's chunks (then a chunk is several steps): such a request is left
+    out, and without the verify count (0.5.1's chat) the structure is taken on trust."""
+    tokens: dict[int, int] = {}
+    steps: dict[int, int] = {}
+    for line in timelines:
+        record = line.record
+        if not record.ok or not line.exact or len(line.points) < 2:
+            continue
+        if record.verify_ct is not None and record.verify_ct != len(line.points) - 1:
+            continue
+        for (_, before), (_, after) in zip(line.points, line.points[1:], strict=False):
+            index = before // window
+            tokens[index] = tokens.get(index, 0) + after - before
+            steps[index] = steps.get(index, 0) + 1
+    curve = []
+    for index in range(max(steps, default=-1) + 1):
+        if not steps.get(index):
+            break  # a gap: no request reached it
+        curve.append(tokens[index] / steps[index])
+    return curve
+
+
+def decays(curve: list[float]) -> bool:
+    """Whether the last window's acceptance is more than DECAY_WARNING below the first's."""
+    return len(curve) >= 2 and curve[-1] < (1 - DECAY_WARNING) * curve[0]

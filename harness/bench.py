@@ -20,17 +20,17 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
-from harness.acceptance import open_window, window_accept_length
+from harness.acceptance import accept_by_position, open_window, window_accept_length
 from harness.client import deadline_error, is_aborted, stream_request
 from harness.clock import ServerClock
 from harness.lossless import LosslessOutput, collect
-from harness.metrics import Timeline, aggregate_metrics, summarize_run
+from harness.metrics import Timeline, aggregate_metrics, restamp, summarize_run
 from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
 from harness.spec import BenchmarkSpec, EarlyStop
@@ -59,6 +59,8 @@ class BenchmarkResult:
     runs: list[RunSummary]
     metrics: dict[str, float]
     stopped_early: bool = False
+    # Accept length per POSITION_WINDOW output tokens over the measured requests (speculative).
+    accept_by_window: list[float] = field(default_factory=list)
 
 
 class Benchmark:
@@ -167,7 +169,10 @@ class Benchmark:
         return self._step(collect(self._client, prompts, self.spec.lossless_max_tokens))  # type: ignore[arg-type]
 
     def result(self) -> BenchmarkResult:
-        return BenchmarkResult(self.records, self.run_summaries, self.metrics(), self.stopped_early)
+        curve = accept_by_position(self.timelines) if self.speculative else []
+        return BenchmarkResult(
+            self.records, self.run_summaries, self.metrics(), self.stopped_early, curve
+        )
 
     def metrics(self) -> dict[str, float]:
         return aggregate_metrics(self.run_summaries, self.spec.objective_concurrency)
@@ -293,6 +298,8 @@ class Benchmark:
                     speculative=self.speculative,
                     server_time=self._server_time,
                 )
+            if self.clock.simulated:  # the client's own share stays at wall rate
+                restamp(timeline, self.clock.scale)
             self.records.append(timeline.record)
             if phase == "measure":
                 self.timelines.append(timeline)

@@ -96,8 +96,11 @@ async def stream_request(
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
-                    if state.add(json.loads(data)):
+                    chunk = json.loads(data)
+                    if state.add(chunk):
                         timeline.points.append((server_time(ServerClock.now()), state.tokens))
+                        if "sim_elapsed_s" in chunk:  # the simulator's stamp (harness.metrics)
+                            timeline.stamps.append(float(chunk["sim_elapsed_s"]))
         if state.abort is not None:
             with contextlib.suppress(BenchmarkError):
                 state.complete(record)  # the partial counts, kept for the record only
@@ -113,6 +116,7 @@ async def stream_request(
     if record.error is None:
         record.end_s = server_time(ServerClock.now())
         timeline.points = state.rescale(timeline.points)
+        timeline.exact = state.exact
         record.first_token_s = timeline.points[0][0] if timeline.points else None
     return timeline
 

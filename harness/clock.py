@@ -3,6 +3,12 @@
 The simulator may run its virtual clock faster than wall time (so a quick-start sweep fits in
 minutes) and reports the factor in `/server_info` (`simulator.clock_scale`). Real SGLang has no
 such key, so its scale is 1. Every duration the harness reports passes through `ServerClock`.
+
+Scaling a wall duration also scales the client's own share of it (HTTP, JSON, the event loop):
+a few wall milliseconds per request read as 50x that at clock scale 50. So the simulator stamps
+each chunk with its virtual time since it received the request, and `harness.metrics.restamp`
+keeps the server's share on the virtual clock and the rest at wall rate (`simulated` says
+whether to: only a server that reports a simulator clock is read that way).
 """
 
 from __future__ import annotations
@@ -15,13 +21,15 @@ from typing import Any
 @dataclass(frozen=True)
 class ServerClock:
     scale: float = 1.0
+    simulated: bool = False  # the server reported a simulator clock (its chunks carry stamps)
 
     @classmethod
     def from_server_info(cls, info: dict[str, Any]) -> ServerClock:
-        scale = float((info.get("simulator") or {}).get("clock_scale", 1.0))
+        simulator = info.get("simulator") or {}
+        scale = float(simulator.get("clock_scale", 1.0))
         if scale <= 0:
             raise ValueError(f"server reported a non-positive clock scale: {scale}")
-        return cls(scale)
+        return cls(scale, simulated="clock_scale" in simulator)
 
     def seconds(self, wall_seconds: float) -> float:
         """Convert a wall-clock duration into the server's clock."""

@@ -23,6 +23,36 @@ PERCENTILES = (50, 90, 99)
 class Timeline:
     record: RequestRecord
     points: list[tuple[float, int]] = field(default_factory=list)  # (time, cumulative tokens)
+    # The simulator's per-chunk stamps: virtual seconds from its receipt of the request to the
+    # chunk, one per point (real SGLang sends none). Read by `restamp`.
+    stamps: list[float] = field(default_factory=list)
+    exact: bool = True  # token counts per chunk from the server, not spread over the chunks
+
+
+def restamp(line: Timeline, scale: float) -> None:
+    """Put a simulated request's times on the server's clock without scaling the client's share.
+
+    The client's scaled time for chunk i, P_i - start, is `scale` x its wall time. The server's
+    share of that wall time is stamp_i / scale; the rest (sending, parsing, the event loop) is
+    the client's own and is kept at wall rate, as it would be against a server at scale 1:
+
+        P_i' = start + stamp_i + (P_i - start - stamp_i) / scale
+
+    The identity at scale 1. The end (after the last chunk: usage, [DONE]) is the client's alone.
+    A timeline without a stamp per point is left as it is."""
+    record = line.record
+    if scale == 1 or not line.points or len(line.stamps) != len(line.points):
+        return
+    start, points, elapsed = record.start_s, [], 0.0
+    for (t, tokens), stamp in zip(line.points, line.stamps, strict=True):
+        elapsed = max(stamp, elapsed)  # never before the previous chunk
+        client = max(t - start - elapsed, 0.0) / scale
+        at = start + elapsed + client
+        points.append((max(at, points[-1][0]) if points else at, tokens))
+    if record.end_s is not None:
+        record.end_s = points[-1][0] + max(record.end_s - line.points[-1][0], 0.0) / scale
+    line.points = points
+    record.first_token_s = points[0][0]
 
 
 def percentile(values: Sequence[float], p: float) -> float:

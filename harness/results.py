@@ -123,6 +123,8 @@ class TrialResult:
     # identical to the baseline's), compared ("output_ids" or "text": approximate index).
     lossless: list[dict[str, Any]] = field(default_factory=list)
     gpu_release_s: float | None = None  # tree gone -> its GPU memory free, wall (None: no NVML)
+    # Accept length per 256 output tokens, from the stream's verify steps (harness.acceptance)
+    accept_by_window: list[float] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import httpx
 
 from harness import lossless
+from harness.acceptance import decays
 from harness.bench import Benchmark, BenchmarkResult
 from harness.client import deadline_error, is_aborted
 from harness.clock import ServerClock
@@ -220,6 +221,9 @@ def _check_after_last_run(server: Server) -> None:
 def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> None:
     """The outcome and warnings the measurements themselves call for."""
     result.metrics, result.runs = measured.metrics, measured.runs
+    result.accept_by_window = measured.accept_by_window
+    if decays(measured.accept_by_window):  # last window > 25% below the first
+        result.warnings.append("acceptance_decays")
     if measured.stopped_early:
         assert spec.early_stop is not None
         result.outcome = Outcome.PRUNED  # keeps what it measured

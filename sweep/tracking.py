@@ -258,6 +258,8 @@ class Tracker:
                 value = getattr(r, name)
                 if value is not None and math.isfinite(value):
                     metrics.append(Metric(f"run.{name}_c{r.concurrency}", float(value), now, r.run))
+        for window, value in enumerate(result.accept_by_window):  # step: 256-token window
+            metrics.append(Metric("accept_len_by_window", float(value), now, window))
         for start in range(0, len(metrics), 1000):  # MLflow's batch limit
             self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
 

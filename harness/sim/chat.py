@@ -73,10 +73,12 @@ class _Completion:
         self.created = int(time.time())
         self.continuous_usage = False  # stream_options.continuous_usage_stats
         self.spec_details = False  # return_spec_tokens_details (current surface only)
+        self.delivered = 0  # tokens in the chunks so far (the engine may be steps ahead)
 
     def _delta(self, chunk: Chunk) -> dict[str, str]:
         r = self.request
         reasoning, content = [], []
+        self.delivered += len(chunk.tokens)
         for i in chunk.tokens:
             thinking = i < r.thinking_tokens
             text = id_text(r.token(i))
@@ -96,19 +98,21 @@ class _Completion:
     def usage(self) -> dict[str, Any]:
         r = self.request
         # 0.5.1 always reports 0 reasoning tokens for chat completions
-        reasoning = 0 if self.state.legacy else min(r.generated, r.thinking_tokens)
+        reasoning = 0 if self.state.legacy else min(self.delivered, r.thinking_tokens)
         usage: dict[str, Any] = {
             "prompt_tokens": r.prompt_tokens,
-            "completion_tokens": r.generated,
-            "total_tokens": r.prompt_tokens + r.generated,
+            "completion_tokens": self.delivered,
+            "total_tokens": r.prompt_tokens + self.delivered,
             "reasoning_tokens": reasoning,
         }
         if reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         return usage
 
-    def _chunk(self, choices: list[dict[str, Any]], usage: Any = None) -> str:
-        payload = {
+    def _chunk(
+        self, choices: list[dict[str, Any]], usage: Any = None, at: float | None = None
+    ) -> str:
+        payload: dict[str, Any] = {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
@@ -120,6 +124,8 @@ class _Completion:
         details = spec_meta(self.state, self.request) if wanted else {}
         if details:
             payload["sglext"] = {"spec_tokens_details": details}
+        if at is not None:  # simulator only: virtual seconds since receipt (harness.clock)
+            payload["sim_elapsed_s"] = round(at - self.request.submitted_at, 9)
         return f"data: {json.dumps(payload)}\n\n"
 
     async def stream(self, include_usage: bool) -> AsyncIterator[str]:
@@ -144,7 +150,8 @@ class _Completion:
                     "finish_reason": chunk.finish_reason,
                     "matched_stop": None,
                 }
-                yield self._chunk([choice], self.usage() if self.continuous_usage else None)
+                usage = self.usage() if self.continuous_usage else None
+                yield self._chunk([choice], usage, chunk.at)
             if include_usage:
                 yield self._chunk([], self.usage())
             yield "data: [DONE]\n\n"

@@ -146,6 +146,14 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
         help="spread of the simulated machine's slowly wandering speed (0: steady)",
     )
     sim.add_argument(
+        "--sim-accept-decay",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="acceptance decay with output position: each draft's acceptance falls by the "
+        "fraction X (0 <= X < 1) per 1000 output tokens (0: only the drafter's own fade)",
+    )
+    sim.add_argument(
         "--sim-load-s",
         type=float,
         help="simulated start-up seconds (default: the target profile's load time)",

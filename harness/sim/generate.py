@@ -67,11 +67,12 @@ class _Generation:
             "id": r.rid,
             "finish_reason": None,
             "prompt_tokens": r.prompt_tokens,
-            "completion_tokens": r.generated,
+            # what this answer carries so far (the engine may be steps ahead of the stream)
+            "completion_tokens": len(self.output_ids),
             "cached_tokens": 0,
         }
         if not self.state.legacy:
-            meta["reasoning_tokens"] = min(r.generated, r.thinking_tokens)
+            meta["reasoning_tokens"] = min(len(self.output_ids), r.thinking_tokens)
         if finish == "abort":
             # SGLang 0.5.23 schedule_batch.FINISH_ABORT.to_json(), HTTPStatus as its value
             # (orjson): the stream's last chunk before [DONE] (tokenizer_manager.py
@@ -112,6 +113,8 @@ class _Generation:
                     "text": "".join(self.text),
                     "meta_info": self._meta(chunk.finish_reason),
                     "index": 0,
+                    # simulator only: virtual seconds since receipt (harness.clock)
+                    "sim_elapsed_s": round(chunk.at - self.request.submitted_at, 9),
                 }
                 yield f"data: {json.dumps(payload)}\n\n"
             yield "data: [DONE]\n\n"

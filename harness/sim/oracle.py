@@ -68,6 +68,7 @@ def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -
             drafter=with_checkpoint_footprint(
                 drafter, args["speculative_draft_model_path"], args["tp_size"]
             ),
+            accept_decay=getattr(ns, "sim_accept_decay", 0.0),
         )
     deployment = Deployment(
         tp=args["tp_size"],

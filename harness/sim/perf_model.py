@@ -29,6 +29,7 @@ depth n_k allocated greedily from the budget D - 1 (at most topk at depth 1, top
 
     q_k = 1 - (1 - a_k * m(pos) * f) * residual^(n_k - 1),   a_k = a_1 * decay^(k-1)
     m(pos) = 1 / (1 + pos / long_context_tokens)              (drafters fade on long outputs)
+             * (1 - X) ** (pos / 1000)                   (--sim-accept-decay X, default 0)
 
 f is a per-prompt factor (easy math/code vs hard text). `--speculative-algorithm EAGLE` with an
 EAGLE-3 drafter gets a_k = 0: the drafter is bypassed and every draft is rejected (seed row 13).
@@ -58,6 +59,7 @@ class Speculation:
     topk: int
     draft_tokens: int
     drafter: DrafterProfile
+    accept_decay: float = 0.0  # --sim-accept-decay: fraction lost per 1000 output tokens
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,9 @@ class PerfModel:
 
     def _scale(self, position: int, prompt_factor: float) -> float:
         assert self.spec is not None
-        return prompt_factor / (1 + position / self.spec.drafter.long_context_tokens)
+        s = self.spec
+        fade = 1 + position / s.drafter.long_context_tokens
+        return prompt_factor / fade * (1 - s.accept_decay) ** (position / 1000)
 
     def expected_accept_len(self, position: int = 0, prompt_factor: float = 1.0) -> float:
         if self.spec is None:
