@@ -147,7 +147,7 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--sim-accept-decay",
-        type=float,
+        type=_decay,
         default=0.0,
         metavar="X",
         help="acceptance decay with output position: each draft's acceptance falls by the "
@@ -167,6 +167,13 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
         "... (harness/sim/faults.py)",
     )
     return p
+
+
+def _decay(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not in [0, 1)")
+    return value
 
 
 @dataclass
