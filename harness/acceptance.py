@@ -25,7 +25,13 @@ from pathlib import Path
 import httpx
 
 from harness.logs import parse_decode_line
-from harness.metrics import Timeline, accept_from_counters, accept_from_requests, prometheus_values
+from harness.metrics import (
+    CUT,
+    Timeline,
+    accept_from_counters,
+    accept_from_requests,
+    prometheus_values,
+)
 from harness.sglang import SERVER_INFO_PATHS
 
 log = logging.getLogger(__name__)
@@ -68,7 +74,8 @@ async def window_accept_length(
     value = accept_from_requests([t.record for t in timelines])
     if value is not None:
         return value, "request_meta"
-    requests = sum(1 for t in timelines if t.record.ok)
+    # Every request whose first token (prefill's) the counters hold: cut ones too (harness.steady).
+    requests = sum(1 for t in timelines if t.record.ok or (t.record.error == CUT and t.points))
     if window.counters:
         value = accept_from_counters(window.counters, await read_counters(client), requests)
         if value is not None:

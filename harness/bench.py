@@ -2,7 +2,9 @@
 
 Warm-up requests are recorded but never measured. Each measured run is preceded by a flush of
 the server's cache, so no run reuses another's prefixes and the server's speculative counters
-cover only that run; its accept length comes from the same window (`harness.acceptance`). The
+cover only that run; its accept length comes from the same window (`harness.acceptance`). A run
+at concurrency 1 is `requests_at(1)` requests one after another; above 1 it is steady state
+(`harness.steady`): C in flight until the window holds `window_at(C)` completions. The
 schedule decides one run at a time from what was measured so far: `runs` complete runs per
 concurrency level (an incomplete one, with a stalled or an aborted request, is replaced, up to
 `max_runs`), more while `adaptive` and the 95% interval is wider than `target_ci_pct`, none
@@ -30,11 +32,12 @@ from harness.acceptance import accept_by_position, open_window, window_accept_le
 from harness.client import deadline_error, is_aborted, stream_request
 from harness.clock import ServerClock
 from harness.lossless import LosslessOutput, collect
-from harness.metrics import Timeline, aggregate_metrics, restamp, summarize_run
+from harness.metrics import Timeline, aggregate_metrics, restamp, steady_window, summarize_run
 from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.stats import summarize
+from harness.steady import is_cut, keep_in_flight
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 0.2  # how often the server's process and log are checked during a benchmark
@@ -251,34 +254,91 @@ class Benchmark:
     async def _measure(self, run: Run) -> RunSummary:
         assert self._client is not None
         window = await open_window(self._client, self._flushed, speculative=self.speculative)
-        count = self.spec.requests_at(run.concurrency)
-        timelines = await self._requests("measure", run.number, run.concurrency, count)
-        if any(t.record.error not in (None, deadline_error(self.spec)) for t in timelines):
+        steady = run.concurrency > 1
+        if steady:
+            timelines = await self._steady(run)
+            span = steady_window(timelines, run.concurrency, self.spec.window_at(run.concurrency))
+        else:
+            count = self.spec.requests_at(run.concurrency)
+            timelines = await self._requests("measure", run.number, run.concurrency, count)
+            starts = [t.record.start_s for t in timelines]
+            ends = [t.record.end_s for t in timelines if t.record.end_s is not None]
+            span = (min(starts), max(ends) if ends else min(starts))
+        failed = [t.record.error for t in timelines if not is_cut(t.record.error)]
+        if any(e not in (None, deadline_error(self.spec)) for e in failed):
             await self._settle()
-        starts = [t.record.start_s for t in timelines]
-        ends = [t.record.end_s for t in timelines if t.record.end_s is not None]
-        span = (min(starts), max(ends) if ends else min(starts))
         accept, source = None, None
         if self.speculative:
             accept, source = await window_accept_length(
                 self._client, window, timelines, self.server_log
             )
-        summary = summarize_run(run.number, run.concurrency, timelines, span, accept, source)
+        summary = summarize_run(
+            run.number, run.concurrency, timelines, span or (0.0, 0.0), accept, source, steady
+        )
         # A request that missed its deadline held a slot the whole time, one the server aborted
         # mid-stream gave its slot up early: either way the run's rates are not this
         # configuration's. Kept and flagged, replaced (up to max_runs), left out of the means.
-        summary.incomplete = any(
-            t.record.error == deadline_error(self.spec) or is_aborted(t.record.error)
-            for t in timelines
-        )
+        summary.incomplete = any(e == deadline_error(self.spec) or is_aborted(e) for e in failed)
         return summary
+
+    async def _steady(self, run: Run) -> list[Timeline]:
+        """C requests in flight until the steady-state window is complete (`harness.steady`):
+        C completions of ramp-up, then the window's; the requests still running are cut."""
+        concurrency, target = run.concurrency, self.spec.window_at(run.concurrency)
+        source = self._prompt_source("measure", run.number, concurrency)
+        total, progress = concurrency + target, [0, 0]  # requests done, their tokens
+
+        async def send(on_start: Callable[[Timeline], None]) -> Timeline:
+            line = await self._send(next(source), "measure", run.number, concurrency, on_start)
+            progress[0] += 1
+            progress[1] += line.record.completion_tokens or 0
+            self.on_request(line.record, min(progress[0], total), total, progress[1])
+            return line
+
+        started, cut = await keep_in_flight(send, concurrency, total, max_failures=target)
+        for line in cut:
+            self._keep(line, "measure")
+        return started
 
     def _server_time(self, wall: float) -> float:
         return self.clock.seconds(wall - self._origin)
 
-    async def _requests(self, phase: str, run: int, concurrency: int, count: int) -> list[Timeline]:
+    def _keep(self, timeline: Timeline, phase: str) -> None:
+        if self.clock.simulated:  # the client's own share stays at wall rate
+            restamp(timeline, self.clock.scale)
+        self.records.append(timeline.record)
+        if phase == "measure":
+            self.timelines.append(timeline)
+
+    async def _send(
+        self,
+        prompt: Prompt,
+        phase: str,
+        run: int,
+        concurrency: int,
+        on_start: Callable[[Timeline], None] | None = None,
+    ) -> Timeline:
+        """One request, kept in the records (measured ones in the timelines too)."""
         assert self._client is not None
-        client = self._client
+        timeline = await stream_request(
+            self._client,
+            self.spec,
+            prompt,
+            phase=phase,
+            run=run,
+            concurrency=concurrency,
+            speculative=self.speculative,
+            server_time=self._server_time,
+            on_start=on_start,
+        )
+        self._keep(timeline, phase)
+        if timeline.record.error is not None:
+            self.check_server()  # a dead server raises ServerOOM/ServerCrashed here
+        return timeline
+
+    async def _requests(self, phase: str, run: int, concurrency: int, count: int) -> list[Timeline]:
+        """One wave of `count` requests, `concurrency` at a time (warm-up, and every run at
+        concurrency 1)."""
         semaphore = asyncio.Semaphore(concurrency)
         done = 0
         tokens = 0
@@ -288,27 +348,11 @@ class Benchmark:
         async def one(prompt: Prompt) -> Timeline:
             nonlocal done, tokens
             async with semaphore:
-                timeline = await stream_request(
-                    client,
-                    self.spec,
-                    prompt,
-                    phase=phase,
-                    run=run,
-                    concurrency=concurrency,
-                    speculative=self.speculative,
-                    server_time=self._server_time,
-                )
-            if self.clock.simulated:  # the client's own share stays at wall rate
-                restamp(timeline, self.clock.scale)
-            self.records.append(timeline.record)
-            if phase == "measure":
-                self.timelines.append(timeline)
+                timeline = await self._send(prompt, phase, run, concurrency)
             done += 1
             tokens += timeline.record.completion_tokens or 0
             if phase == "measure":
                 self.on_request(timeline.record, done, count, tokens)
-            if timeline.record.error is not None:
-                self.check_server()  # a dead server raises ServerOOM/ServerCrashed here
             return timeline
 
         return list(await asyncio.gather(*(one(p) for p in prompts)))

@@ -76,12 +76,16 @@ async def stream_request(
     concurrency: int,
     speculative: bool,
     server_time: Callable[[float], float],
+    on_start: Callable[[Timeline], None] | None = None,
 ) -> Timeline:
     """Send one request and read its stream. Never raises for the request's own failure: an HTTP
-    error, a malformed stream or a missed deadline becomes `record.error`."""
+    error, a malformed stream or a missed deadline becomes `record.error`. `on_start` gets the
+    timeline as it fills, so a caller that cancels the request keeps what had arrived."""
     path, body = request_body(spec, prompt, speculative=speculative)
     record = RequestRecord(phase, run, concurrency, prompt.id, 0.0, None, None)
     timeline = Timeline(record)
+    if on_start is not None:
+        on_start(timeline)
     record.start_s = server_time(ServerClock.now())
     state = _StreamState(spec.api)
     try:

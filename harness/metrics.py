@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from harness.results import RequestRecord, RunSummary
 from harness.stats import summarize
 
+CUT = "cut: still running when the measurement window closed"  # harness.steady
+
 PERCENTILES = (50, 90, 99)
 
 
@@ -92,15 +94,31 @@ def naive_window_rate(records: Sequence[RequestRecord], start: float, end: float
     return len(done) * mean_tokens / (end - start)
 
 
-def inter_token_latencies(timelines: Sequence[Timeline]) -> list[float]:
-    """Gaps between chunks, split evenly over the tokens a chunk carries (as bench_serving)."""
+def inter_token_latencies(
+    timelines: Sequence[Timeline], window: tuple[float, float] | None = None
+) -> list[float]:
+    """Gaps between chunks, split evenly over the tokens a chunk carries (as bench_serving); with
+    a window, only the gaps whose later chunk arrived inside it."""
     gaps = []
     for line in timelines:
         for (t0, n0), (t1, n1) in zip(line.points, line.points[1:], strict=False):
             new = n1 - n0
-            if new > 0:
+            if new > 0 and (window is None or window[0] < t1 <= window[1]):
                 gaps += [(t1 - t0) / new] * new
     return gaps
+
+
+def steady_window(
+    timelines: Sequence[Timeline], concurrency: int, completions: int
+) -> tuple[float, float] | None:
+    """The steady-state window of a run that kept `concurrency` requests in flight: from the
+    C-th completion (every slot has turned over about once, so the ramp-up's lockstep, all C
+    prefilled together at short contexts, is behind) to `completions` completions later (fewer
+    when the run ended on failures). None without a completion after the ramp-up."""
+    ends = sorted(t.record.end_s for t in timelines if t.record.ok)  # type: ignore[type-var]
+    if len(ends) <= concurrency:
+        return None
+    return ends[concurrency - 1], ends[min(concurrency + completions, len(ends)) - 1]
 
 
 def summarize_run(
@@ -110,15 +128,27 @@ def summarize_run(
     window: tuple[float, float],
     accept_len: float | None,
     accept_source: str | None,
+    steady: bool = False,
 ) -> RunSummary:
-    records = [t.record for t in timelines]
-    ok = [r for r in records if r.ok]
-    decode = [(r.completion_tokens - 1, r.decode_seconds()) for r in ok]  # type: ignore[operator]
-    decode = [(t, s) for t, s in decode if s and s > 0 and t > 0]
-    e2e = [(r.completion_tokens, r.end_s - r.start_s) for r in ok]  # type: ignore[operator]
-    ttfts = [r.first_token_s - r.start_s for r in ok if r.first_token_s is not None]
+    """A run's numbers. `steady` (C > 1, `harness.steady`): every number is of what happened
+    inside the window: tokens that arrived in it (cut requests' included), first tokens and
+    chunk gaps that arrived in it, and decode/TPOT of the requests that completed in it."""
     start, end = window
-    produced = tokens_in_window([t for t in timelines if t.record.ok], start, end)
+    cut = [t for t in timelines if t.record.error == CUT]
+    records = [t.record for t in timelines if t.record.error != CUT]
+    ok = [r for r in records if r.ok]
+    in_window = [r for r in ok if start < r.end_s <= end] if steady else ok  # type: ignore[operator]
+    decode = [(r.completion_tokens - 1, r.decode_seconds()) for r in in_window]  # type: ignore[operator]
+    decode = [(t, s) for t, s in decode if s and s > 0 and t > 0]
+    e2e = [(r.completion_tokens, r.end_s - r.start_s) for r in in_window]  # type: ignore[operator]
+    firsts = ok + [t.record for t in cut] if steady else ok
+    ttfts = [
+        r.first_token_s - r.start_s
+        for r in firsts
+        if r.first_token_s is not None and (not steady or start < r.first_token_s <= end)
+    ]
+    counted = [t for t in timelines if t.record.ok or t.record.error == CUT]
+    produced = tokens_in_window(counted, start, end)
     return RunSummary(
         run=run,
         concurrency=concurrency,
@@ -134,7 +164,11 @@ def summarize_run(
         accept_len_source=accept_source,
         truncated=sum(1 for r in ok if r.finish_reason == "length" and r.reasoning_ended is False),
         ttft_p=percentiles(ttfts),
-        itl_p=percentiles(inter_token_latencies([t for t in timelines if t.record.ok])),
+        itl_p=percentiles(inter_token_latencies(counted, (start, end) if steady else None)),
+        tpot_p=percentiles([s / t for t, s in decode]),
+        window=[start, end] if steady and end > start else None,
+        window_completions=len(in_window) if steady else None,
+        cut=len(cut),
     )
 
 
@@ -201,7 +235,7 @@ def aggregate_metrics(runs: Sequence[RunSummary], objective_concurrency: int) ->
         ttfts = [r.ttft_s for r in level if r.ttft_s is not None]
         if ttfts:
             metrics["ttft_ms" + suffix] = 1000 * sum(ttfts) / len(ttfts)
-        for kind in ("ttft", "itl"):
+        for kind in ("ttft", "itl", "tpot"):
             for p in PERCENTILES:
                 values = [getattr(r, f"{kind}_p").get(f"p{p}") for r in level]
                 values = [v for v in values if v is not None and math.isfinite(v)]

@@ -77,6 +77,13 @@ class RunSummary:
     ttft_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds
     itl_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds per token
     incomplete: bool = False  # a request missed its deadline: recorded, left out of the means
+    # Time per output token after the first, per request: (end - first token) / (tokens - 1).
+    tpot_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds per token
+    # Steady state (C > 1, docs/benchmark.md): the window [open, close] on the server's clock,
+    # the completions inside it, and the requests cut when it closed (not in `requests`).
+    window: list[float] | None = None
+    window_completions: int | None = None
+    cut: int = 0
 
 
 @dataclass

@@ -179,8 +179,13 @@ class BenchmarkSpec:
     warmup: int = 2
     runs: int = 5
     concurrency: tuple[int, ...] = (1,)
-    requests_per_run: int = 3  # per level: max(requests_per_run, concurrency), unless...
-    requests_per_level: tuple[int, ...] = ()  # ...given per level, aligned with concurrency
+    requests_per_run: int = 3  # a run's requests at concurrency 1, unless...
+    # ...given per level, aligned with concurrency: at 1 a run's requests, above 1 the
+    # completions inside the steady-state window (window_at)
+    requests_per_level: tuple[int, ...] = ()
+    # Completions inside a steady-state window at concurrency C > 1 (docs/benchmark.md,
+    # "Steady-state throughput"); None: max(2 * C, 16).
+    window_completions: int | None = None
     temperature: float = 0.0
     ignore_eos: bool = False
     thinking: bool = True  # chat template reasoning mode (Kimi/Qwen "thinking")
@@ -221,6 +226,10 @@ class BenchmarkSpec:
                 f"benchmark.requests_per_level={list(self.requests_per_level)}: one count >= 1 per "
                 f"concurrency level {list(self.concurrency)}",
             ),
+            (
+                self.window_completions is None or 1 <= self.window_completions <= 100000,
+                f"benchmark.window_completions={self.window_completions}: 1..100000 (or null)",
+            ),
             (0.0 <= self.temperature <= 2.0, f"benchmark.temperature={self.temperature}: 0..2"),
             (
                 self.request_timeout_s is None or self.request_timeout_s > 0,
@@ -260,9 +269,18 @@ class BenchmarkSpec:
         return 1 if 1 in self.concurrency else self.concurrency[0]
 
     def requests_at(self, concurrency: int) -> int:
+        """A run's requests at concurrency 1 (and a warm-up wave's size at any level)."""
         if self.requests_per_level:
             return self.requests_per_level[self.concurrency.index(concurrency)]
         return max(self.requests_per_run, concurrency)
+
+    def window_at(self, concurrency: int) -> int:
+        """Completions inside a steady-state window at `concurrency` > 1: the level's
+        requests_per_level entry, else window_completions, else max(2 * C, 16): two turnovers
+        of every slot, and at least 16 requests for the per-request percentiles."""
+        if self.requests_per_level:
+            return self.requests_per_level[self.concurrency.index(concurrency)]
+        return self.window_completions or max(2 * concurrency, 16)
 
 
 @dataclass(frozen=True)

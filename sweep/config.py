@@ -157,6 +157,7 @@ def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
         concurrency=tuple(b.concurrency),
         requests_per_run=b.requests_per_run,
         requests_per_level=tuple(b.requests_per_level),
+        window_completions=b.get("window_completions"),
         temperature=b.temperature,
         ignore_eos=b.ignore_eos,
         thinking=b.thinking,

@@ -170,3 +170,81 @@ def modelled_load(
     span = max(s[2] for s in spans) - min(s[0] for s in spans)
     decode = sum(s[2] - s[1] for s in spans)
     return LoadResult(tokens / span, sum(s[3] - 1 for s in spans) / decode, len(spans))
+
+
+def modelled_steady_state(
+    argv: list[str],
+    concurrency: int,
+    prompts: list[str],
+    max_tokens: int,
+    completions: int,
+    *,
+    thinking: bool = True,
+    nccl_proto: str = "LL",
+) -> LoadResult:
+    """The served simulator's engine on an instant clock, without drift, fed as the steady-state
+    benchmark feeds it (`harness.steady`): `concurrency` slots, each sending the next of
+    `prompts` (in order, greedy, natural lengths) the moment its previous request ended. The
+    rate is of the tokens emitted between the C-th completion and `completions` later, as
+    `harness.metrics.steady_window` defines the window; `requests` is the completions in it."""
+    import asyncio
+
+    from harness.sim.engine import Engine, InstantClock
+
+    ns = build_parser(sglang_version_of(argv)).parse_args(argv)
+    hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
+    args = resolve(ns, target.architecture, hw.gpu_memory_mib).args
+    model = build_model(args, ns, nccl_proto)
+    clock = InstantClock()
+    engine = Engine(
+        model,
+        clock,
+        max_running_requests=args["max_running_requests"],
+        kv_tokens=model.memory_plan(args["mem_fraction_static"]).kv_tokens,
+        decode_log_interval=10**9,
+        seed=ns.sim_seed,
+        drift_sigma=0.0,
+    )
+    source = iter(prompts)
+    arrivals: list[tuple[float, int]] = []  # (time, tokens) of every chunk
+    ends: list[float] = []
+    decode: list[tuple[int, float, float]] = []  # (tokens after the first, first, end)
+    stop = asyncio.Event()
+
+    async def slot() -> None:
+        while not stop.is_set():
+            request = engine.new_request(
+                next(source), max_tokens, ignore_eos=False, thinking=thinking, greedy=True
+            )
+            engine.submit(request)
+            first = None
+            try:
+                while True:
+                    chunk = await request.queue.get()
+                    arrivals.append((chunk.at, len(chunk.tokens)))
+                    first = chunk.at if first is None else first
+                    if chunk.finish_reason is not None:
+                        break
+            except asyncio.CancelledError:
+                engine.abort(request)
+                raise
+            ends.append(chunk.at)
+            decode.append((request.generated - 1, first, chunk.at))
+            if len(ends) >= concurrency + completions:
+                stop.set()
+
+    async def drive() -> None:
+        loop = asyncio.create_task(engine.run())
+        slots = [asyncio.create_task(slot()) for _ in range(concurrency)]
+        await stop.wait()
+        for task in (*slots, loop):
+            task.cancel()
+        await asyncio.gather(*slots, loop, return_exceptions=True)
+
+    asyncio.run(drive())
+    ordered = sorted(ends)
+    start, end = ordered[concurrency - 1], ordered[concurrency + completions - 1]
+    tokens = sum(n for at, n in arrivals if start < at <= end)
+    inside = [(n, f, e) for n, f, e in decode if start < e <= end]
+    per_user = sum(n for n, _, _ in inside) / sum(e - f for _, f, e in inside)
+    return LoadResult(tokens / (end - start), per_user, len(inside))

@@ -1,0 +1,77 @@
+"""Steady state at concurrency C > 1: exactly C requests in flight while a window is measured.
+
+Each of C slots sends its next request the moment its previous one ended (a closed loop, as a
+serving engineer's "C users" means), so the server's batch stays at C. The window over which
+rates are computed is chosen afterwards from the completions (`harness.metrics.steady_window`):
+it opens at the C-th completion and closes `target` completions later. Once the last of those has
+arrived nothing more is admitted and the requests still running are cut: their streams are
+closed, which SGLang answers by aborting them (0.5.23 `tokenizer_manager.create_abort_task`, the
+StreamingResponse's background task; the simulator aborts at once), so no drain is waited for.
+A cut request keeps the tokens that arrived before the cut (the window counts those inside it)
+and is recorded with the error CUT, which is neither an error nor a completion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from harness.metrics import CUT, Timeline
+
+__all__ = ["CUT", "is_cut", "keep_in_flight"]
+
+
+def is_cut(error: str | None) -> bool:
+    return error == CUT
+
+
+Send = Callable[[Callable[[Timeline], None]], Awaitable[Timeline]]
+
+
+async def keep_in_flight(
+    send: Send, concurrency: int, stop_after: int, max_failures: int
+) -> tuple[list[Timeline], list[Timeline]]:
+    """Run `concurrency` slots of back-to-back requests (`send(on_start)` sends the next one)
+    until `stop_after` requests completed (or `max_failures` failed: a server refusing every
+    request must not keep the loop spinning), then cut the rest. Returns (every request sent,
+    the cut ones); a failure of the server itself (raised by `send`) propagates."""
+    started: list[Timeline] = []
+    finished: set[int] = set()
+    completed = failed = 0
+    stop = asyncio.Event()
+
+    async def slot() -> None:
+        nonlocal completed, failed
+        while not stop.is_set():
+            line = await send(started.append)
+            finished.add(id(line))
+            if line.record.ok:
+                completed += 1
+            else:
+                failed += 1
+            if completed >= stop_after or failed >= max_failures:
+                stop.set()  # and nothing else completes: the others are cut at once
+                for task in tasks - {asyncio.current_task()}:
+                    task.cancel()
+
+    tasks: set[asyncio.Task[None]] = set()
+    tasks.update(asyncio.create_task(slot()) for _ in range(concurrency))
+    waiter = asyncio.create_task(stop.wait())
+    try:
+        pending = set(tasks)
+        while pending and not stop.is_set():
+            done, _ = await asyncio.wait({*pending, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done - {waiter}:
+                pending.discard(task)
+                if not task.cancelled():  # cancelled: cut when the window closed
+                    task.result()  # the server's failure (ServerOOM, ServerCrashed) ends the run
+    finally:
+        for task in (*tasks, waiter):
+            task.cancel()
+        await asyncio.gather(*tasks, waiter, return_exceptions=True)
+    cut = [line for line in started if id(line) not in finished]
+    for line in cut:
+        line.record.error = CUT
+        if line.points:
+            line.record.first_token_s = line.points[0][0]
+    return started, cut
