@@ -20,7 +20,7 @@ from harness.errors import ConfigError
 from harness.flags import detected_surface
 from harness.layout import ResultsLayout
 from harness.prompts import load_prompts
-from harness.sglang import CURRENT
+from harness.sglang import CURRENT, SPEC_MAX_RUNNING_REQUESTS
 from harness.spec import BenchmarkSpec, EarlyStop, EngineSpec, ServerSpec, TrialSpec
 
 SEARCHED = (
@@ -120,7 +120,7 @@ def build_server_spec(cfg: DictConfig) -> ServerSpec:
         tool_call_parser=model.tool_call_parser,
         context_length=model.context_length,
         mem_fraction_static=s.mem_fraction_static,
-        max_running_requests=s.max_running_requests,
+        max_running_requests=_max_running(cfg, speculative),
         hicache_size=s.hicache_size,
         disable_cuda_graph=not s.cuda_graph,
         cuda_graph_max_bs=s.cuda_graph_max_bs,
@@ -135,6 +135,16 @@ def build_server_spec(cfg: DictConfig) -> ServerSpec:
         extra_args=tuple(s.extra_args),
         env=tuple(sorted(_server_env(cfg).items())),
     )
+
+
+def _max_running(cfg: DictConfig, speculative: bool) -> int | None:
+    """The baseline gets the cap SGLang gives a speculative server whose max_running_requests is
+    unset (48: harness.sglang), unless search.baseline_equal_caps is off (sweep.study.caps)."""
+    value = cfg.server.max_running_requests
+    equal = OmegaConf.select(cfg, "search.baseline_equal_caps", default=True)
+    if value is None and not speculative and cfg.trial.role == "baseline" and equal:
+        return SPEC_MAX_RUNNING_REQUESTS
+    return value
 
 
 def _server_env(cfg: DictConfig) -> dict[str, str]:
@@ -252,5 +262,7 @@ def setup_key(cfg: DictConfig, software: Mapping[str, Any] | None = None) -> str
     parts["server"] = {k: v for k, v in server.items() if k not in SEARCHED and k != "port"}
     if software is not None:
         parts["software"] = dict(software)
+    if not OmegaConf.select(cfg, "search.baseline_equal_caps", default=True):
+        parts["baseline_equal_caps"] = False  # an uncapped baseline is another measurement
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:10]

@@ -133,6 +133,7 @@ class SearchConfig:
     throughput_concurrency: int = 64  # the level `throughput` reads (must be benchmarked)
     prune: bool = True  # stop a trial early once it cannot beat the best one
     baseline: bool = True
+    baseline_equal_caps: bool = True  # the baseline gets speculation's max_running_requests (48)
     remeasure_baseline: bool = True  # measure the baseline again at the end and report drift
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     space: Dict[str, ParamConfig] = field(default_factory=dict)

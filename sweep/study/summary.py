@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from harness.layout import ResultsLayout
 from harness.results import Outcome, TrialResult
 from sweep.console import console, summary_lines, summary_table, wall_time_line
+from sweep.study.caps import caps, caps_line
 from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
@@ -73,6 +74,8 @@ def write_summary(
         "objective": cfg.search.objective,
         "baseline": done.baseline.to_dict() if done.baseline else None,
         "baseline_recheck": done.recheck.to_dict() if done.recheck else None,
+        # {"baseline", "trials", "equal"}: the servers' max_running_requests (sweep.study.caps)
+        "max_running_requests": caps(done.results, done.baseline),
         "metrics": metrics,
         "trials": [r.to_dict() for r in done.results],
     }
@@ -92,7 +95,9 @@ def finish(
     """Print the table and the verdict, write the summary, close the parent run."""
     simulated = cfg.engine.name == "sim"
     console.print()
-    console.print(summary_table(done.results, done.baseline, simulated))
+    table = summary_table(done.results, done.baseline, simulated)
+    table.caption = caps_line(caps(done.results, done.baseline))  # when the caps differ
+    console.print(table)
     lines, metrics = summary_lines(done.results, done.baseline, done.recheck)
     everything = [r for r in (done.baseline, *done.results, done.recheck) if r is not None]
     lines.append(wall_time_line(everything, done.total_s))
