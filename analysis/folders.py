@@ -75,6 +75,7 @@ def trial_row(folder: Path, result: TrialResult) -> dict[str, Any]:
         "drafter": str(result.params.get("drafter")),  # as MLflow keeps params: a string
         **provenance(folder),
         "start_time": started_at(folder, result),
+        "accept_by_window": list(result.accept_by_window) or None,  # a list per trial
     }
     for name in NUMERIC:
         # What the server ran when it said so, else what was asked.

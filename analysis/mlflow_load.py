@@ -53,6 +53,19 @@ def load_mlflow(experiment: str, tracking_uri: str) -> pd.DataFrame:
         df[name] = effective.fillna(requested)
     for column in raw.columns:
         # Metrics no trial has are the sweep parents' (n_trials, best_tok_s, ...): left out.
-        if column.startswith("metrics.") and raw[column].notna().any():
+        stepped = column == "metrics.accept_len_by_window"  # a list: accept_by_window below
+        if column.startswith("metrics.") and raw[column].notna().any() and not stepped:
             df[column.removeprefix("metrics.")] = raw[column]
+    if "metrics.accept_len_by_window" in raw:  # one value per 256-token window: its steps
+        df["accept_by_window"] = [
+            _history(run_id, "accept_len_by_window") if pd.notna(last) else None
+            for run_id, last in zip(raw["run_id"], raw["metrics.accept_len_by_window"], strict=True)
+        ]
     return finish(df)
+
+
+def _history(run_id: str, key: str) -> list[float]:
+    """A stepped metric's values in step order (the latest value of a step re-logged)."""
+    history = mlflow.MlflowClient().get_metric_history(run_id, key)
+    by_step = {m.step: m.value for m in sorted(history, key=lambda m: (m.step, m.timestamp))}
+    return [by_step[step] for step in sorted(by_step)]

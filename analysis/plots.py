@@ -260,11 +260,46 @@ def history(df: pd.DataFrame) -> Figure:
     return fig
 
 
+def accept_by_position(df: pd.DataFrame, top: int = 3, window: int = 256) -> Figure:
+    """Accept length per `window` output tokens (result.json `accept_by_window`) for the best
+    configurations: EAGLE-3's acceptance falls with output position over long generations."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    rows = [r for _, r in measured(df).iterrows() if _curve(r)][:top]
+    for row in rows:
+        curve = _curve(row)
+        starts = [window * i for i in range(len(curve))]
+        ax.plot(starts, curve, marker="o", label=f"{row['name']} {row['config']}")
+    if rows:
+        ax.legend(loc="best", fontsize=8)
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "no per-window acceptance recorded (speculative trials record accept_by_window)",
+            transform=ax.transAxes,
+            ha="center",
+            fontsize=9,
+            color="tab:gray",
+        )
+    ax.set_xlabel(f"output position (start of each {window}-token window)")
+    ax.set_ylabel("accept length (tokens per verify step)")
+    ax.grid(alpha=0.3)
+    ax.set_title(title(df, "Acceptance by output position"))
+    fig.tight_layout()
+    return fig
+
+
+def _curve(row: pd.Series) -> list[float]:
+    value = row.get("accept_by_window")
+    return [float(v) for v in value] if isinstance(value, list | tuple) and value else []
+
+
 FIGURES = {
     "speed_vs_baseline": speed_vs_baseline,
     "accept_vs_speed": accept_vs_speed,
     "parameter_effects": parameter_effects,
     "oom_map": oom_map,
     "throughput_vs_concurrency": throughput_vs_concurrency,
+    "accept_by_position": accept_by_position,
     "history": history,
 }

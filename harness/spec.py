@@ -184,7 +184,7 @@ class BenchmarkSpec:
     # completions inside the steady-state window (window_at)
     requests_per_level: tuple[int, ...] = ()
     # Completions inside a steady-state window at concurrency C > 1 (docs/benchmark.md,
-    # "Steady-state throughput"); None: max(2 * C, 16).
+    # "Steady-state throughput"); None: max(C, 16).
     window_completions: int | None = None
     temperature: float = 0.0
     ignore_eos: bool = False
@@ -276,11 +276,12 @@ class BenchmarkSpec:
 
     def window_at(self, concurrency: int) -> int:
         """Completions inside a steady-state window at `concurrency` > 1: the level's
-        requests_per_level entry, else window_completions, else max(2 * C, 16): two turnovers
-        of every slot, and at least 16 requests for the per-request percentiles."""
+        requests_per_level entry, else window_completions, else max(C, 16): every slot turns
+        over about once inside the window (once more in the ramp-up before it), and at least 16
+        requests for the per-request percentiles. A run then costs about 2.5 waves of C."""
         if self.requests_per_level:
             return self.requests_per_level[self.concurrency.index(concurrency)]
-        return self.window_completions or max(2 * concurrency, 16)
+        return self.window_completions or max(concurrency, 16)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ class BenchmarkConfig:
     concurrency: List[int] = field(default_factory=lambda: [1])
     requests_per_run: int = 3
     requests_per_level: List[int] = field(default_factory=list)  # one per level, or empty
-    window_completions: Optional[int] = None  # C > 1: completions in the window; null: max(2C, 16)
+    window_completions: Optional[int] = None  # C > 1: completions in the window; null: max(C, 16)
     temperature: float = 0.0
     ignore_eos: bool = False
     thinking: bool = True

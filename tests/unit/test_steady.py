@@ -83,6 +83,6 @@ def test_the_window_opens_at_the_c_th_completion_and_counts_only_its_tokens():
 def test_requests_per_level_above_1_sizes_the_window():
     spec = BenchmarkSpec(model="m", concurrency=(1, 8, 64), requests_per_level=(30, 20, 64))
     assert (spec.requests_at(1), spec.window_at(8), spec.window_at(64)) == (30, 20, 64)
-    assert BenchmarkSpec(model="m", concurrency=(1, 8, 64)).window_at(64) == 128
+    assert BenchmarkSpec(model="m", concurrency=(1, 8, 64)).window_at(64) == 64
     assert BenchmarkSpec(model="m", concurrency=(4,)).window_at(4) == 16
     assert BenchmarkSpec(model="m", concurrency=(4,), window_completions=5).window_at(4) == 5
