@@ -19,6 +19,7 @@ import pickle
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import optuna
 import pytest
@@ -60,11 +61,11 @@ def _marked(mark: str) -> list[tuple[int, str]]:
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
-            status = open(f"/proc/{entry}/status").read()
+            status = Path(f"/proc/{entry}/status").read_text()
             if "\nState:\tZ" in status:
                 continue
-            environ = open(f"/proc/{entry}/environ", "rb").read()
-            cmdline = open(f"/proc/{entry}/cmdline", "rb").read()
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
         if f"SPECSWEEP_TEST_MARK={mark}".encode() in environ.split(b"\0"):
