@@ -28,6 +28,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.procs import free_port, pid_alive
 from sweep import service_auth, services
+from sweep.preflight.stores import check_mlflow_server
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.scaleout
@@ -110,6 +111,22 @@ def test_mlflow_asks_for_the_password(listening):
         listening["env"]["MLFLOW_TRACKING_PASSWORD"],
     )
     assert httpx.get(url, params=params, auth=auth, timeout=10).status_code == 200
+
+
+def test_preflight_says_the_server_wants_credentials_before_the_sweep_starts(
+    listening, monkeypatch
+):
+    uri = listening["env"]["SPECSWEEP_MLFLOW_URI"]
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    check = check_mlflow_server(uri, uri)
+    assert check.status == "fail" and "asks for credentials (HTTP 401)" in check.message
+    assert "MLFLOW_TRACKING_PASSWORD" in check.fix and "services.env" in check.fix
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", listening["env"]["MLFLOW_TRACKING_USERNAME"])
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "not-the-password")
+    assert "refused the credentials" in check_mlflow_server(uri, uri).message
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", listening["env"]["MLFLOW_TRACKING_PASSWORD"])
+    assert check_mlflow_server(uri, uri).status == "pass"
 
 
 def test_postgres_asks_for_the_password_and_admits_the_network_only(listening, monkeypatch):
