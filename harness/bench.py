@@ -30,7 +30,8 @@ from harness.client import deadline_error, is_aborted, stream_request
 from harness.clock import ServerClock
 from harness.lossless import LosslessOutput, collect
 from harness.metrics import Timeline, aggregate_metrics, summarize_run
-from harness.prompts import load_prompts
+from harness.prompt_plan import PromptPlan
+from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.stats import summarize
@@ -87,6 +88,7 @@ class Benchmark:
         self.headers = headers or {}  # Authorization when the server has an --api-key
         self.stopped_early = False
         self.prompts = load_prompts(spec.prompts, spec.seed)
+        self.prompt_plan = PromptPlan(self.prompts, spec)  # warm-up apart, runs disjoint, paired
         self.records: list[RequestRecord] = []  # kept even when a run fails halfway
         self.timelines: list[Timeline] = []  # measured requests' chunk arrivals
         self.run_summaries: list[RunSummary] = []
@@ -228,6 +230,10 @@ class Benchmark:
             self.check_server()
 
     # -- the requests --------------------------------------------------------------------------
+    def _prompt_source(self, phase: str, run: int, concurrency: int) -> Iterator[Prompt]:
+        """The prompts of this phase/run in sending order, endless (harness.prompt_plan)."""
+        return self.prompt_plan.source(phase, run, concurrency)
+
     async def _flush(self) -> bool:
         assert self._client is not None
         try:
@@ -270,10 +276,12 @@ class Benchmark:
         semaphore = asyncio.Semaphore(concurrency)
         done = 0
         tokens = 0
+        source = self._prompt_source(phase, run, concurrency)
+        prompts = [next(source) for _ in range(count)]
 
         async def one(i: int) -> Timeline:
             nonlocal done, tokens
-            prompt = self.prompts[i % len(self.prompts)]
+            prompt = prompts[i]
             async with semaphore:
                 timeline = await stream_request(
                     client,
