@@ -119,3 +119,21 @@ def _fieller(mx: float, my: float, vx: float, vy: float, vxy: float) -> tuple[fl
     c = mx * mx - vx
     root = math.sqrt(max(b * b - a * c, 0.0))
     return (b - root) / a, (b + root) / a
+
+
+def speedup_metrics(
+    tok_s: float | None,
+    runs: Sequence[RunSummary],
+    baseline_tok_s: float | None,
+    baseline_runs: dict[int, float] | None,
+    key: str = "speedup_vs_baseline",
+) -> dict[str, float]:
+    """`key` (tok_s / the baseline's tok_s) and, when the baseline's runs are known, `key_ci95_low`
+    and `key_ci95_high` (paired_ratio). Empty without a baseline or a measured tok_s."""
+    if tok_s is None or not baseline_tok_s:
+        return {}
+    values = {key: tok_s / baseline_tok_s}
+    ratio = paired_ratio(objective_runs(runs), baseline_runs or {})
+    if math.isfinite(ratio.low) and math.isfinite(ratio.high):
+        values[f"{key}_ci95_low"], values[f"{key}_ci95_high"] = ratio.low, ratio.high
+    return values

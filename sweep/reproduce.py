@@ -149,5 +149,6 @@ def reproduces(recorded: float, recorded_ci95: float, new: float, new_ci95: floa
     (harness.stats.consistent, the rule the baseline's drift check uses too)."""
     return consistent(recorded, recorded_ci95, new, new_ci95)
 
+
 if __name__ == "__main__":
     sys.exit(main())

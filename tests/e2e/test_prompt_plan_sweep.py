@@ -4,12 +4,15 @@ trial (baseline and its re-check included), and the study's requests as one Parq
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import defaultdict
 
 import pytest
 
+from analysis.folders import load_folders
+from analysis.load import load_runs
 from harness.procs import free_port
 from harness.results import read_requests
 from tests.conftest import ROOT
@@ -49,3 +52,24 @@ def test_every_trial_measures_distinct_prompts_paired_run_by_run(study):
                 tuple(sorted(r.prompt_id for r in records if r.phase == "measure" and r.run == run))
             )
     assert all(len(sets) == 1 for sets in by_run.values()), by_run  # the same set in every trial
+
+
+def test_every_speedup_has_its_paired_interval(study):
+    folder, stdout = study
+    summary = json.loads(next(folder.glob("summary-*.json")).read_text())
+    m = summary["metrics"]
+    low, high = m["best_speedup_vs_baseline_ci95_low"], m["best_speedup_vs_baseline_ci95_high"]
+    assert low < m["best_speedup_vs_baseline"] < high
+    assert f"95% interval {low:.2f}–{high:.2f}×" in " ".join(stdout.split())
+    assert sorted(summary["speedups"]) == ["trial_0000", "trial_0001"]
+    uri = f"sqlite:///{folder.parent}/mlflow.db"
+    for frame in (load_runs(folder.name, uri), load_folders(folder.parent, folder.name)):
+        trials = frame[frame["role"] == "trial"].set_index("name")
+        for name, values in summary["speedups"].items():
+            row = trials.loc[name]
+            assert row["speedup_vs_baseline"] == pytest.approx(values["speedup_vs_baseline"])
+            assert row["speedup_vs_baseline_ci95_low"] == pytest.approx(
+                values["speedup_vs_baseline_ci95_low"]
+            )
+            assert row["speedup_vs_baseline_ci95_low"] < row["speedup_vs_baseline"]
+            assert row["speedup_vs_baseline"] < row["speedup_vs_baseline_ci95_high"]
