@@ -9,10 +9,14 @@ import subprocess
 import sys
 from collections import defaultdict
 
+import pandas as pd
 import pytest
 
 from analysis.folders import load_folders
 from analysis.load import load_runs
+from analysis.report import main as report_main
+from analysis.requests import main as requests_main
+from analysis.requests import prompt_changes
 from harness.procs import free_port
 from harness.results import read_requests
 from tests.conftest import ROOT
@@ -73,3 +77,32 @@ def test_every_speedup_has_its_paired_interval(study):
             )
             assert row["speedup_vs_baseline_ci95_low"] < row["speedup_vs_baseline"]
             assert row["speedup_vs_baseline"] < row["speedup_vs_baseline_ci95_high"]
+
+
+def test_the_studys_requests_load_as_one_parquet_table(study, tmp_path):
+    folder, _ = study
+    out = tmp_path / "requests.parquet"
+    requests_main(["--results", str(folder.parent), "--out", str(out)])
+    frame = pd.read_parquet(out)
+    assert len(frame) == 4 * (WARMUP + RUNS * PER_RUN)
+    assert frame["trial"].nunique() == 4 and set(frame["phase"]) == {"warmup", "measure"}
+    for column in ("study", "config", "mem_fraction_static", "run", "concurrency", "prompt_id"):
+        assert frame[column].notna().all(), column
+    assert frame[frame["role"] == "trial"]["speculative_num_steps"].notna().all()
+    for column in ("category", "completion_tokens", "ttft_s", "decode_tok_s", "accept_len"):
+        assert column in frame
+    spec = frame[(frame["role"] == "trial") & (frame["phase"] == "measure")]
+    assert (spec["accept_len"] > 1).all()  # the simulator reports its verify steps
+    changes = prompt_changes(frame)
+    assert len(changes) == 2 * RUNS * PER_RUN  # every measured prompt of both trials, paired
+    assert changes["change"].abs().is_monotonic_decreasing
+
+
+def test_the_report_shows_the_prompts_a_configuration_helps_or_hurts(study):
+    folder, _ = study
+    report_main(["--results", str(folder.parent)])
+    out = folder.parent / "reports" / folder.name
+    assert len(pd.read_parquet(out / "requests.parquet")) == 4 * (WARMUP + RUNS * PER_RUN)
+    page = (out / "index.html").read_text()
+    assert "helps or hurts most" in page
+    assert (out / "prompts.csv").is_file()
