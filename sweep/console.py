@@ -299,7 +299,7 @@ def best_line(best: TrialResult, baseline: TrialResult | None) -> str:
     line += f", {tok / base:.2f}× the baseline ({base:.1f} ± {base_ci:.1f} tok/s)"
     if math.isfinite(ratio.low) and math.isfinite(ratio.high):
         # Run r of both sent the same prompts: the speedup's interval comes from the pairs.
-        line += f", 95% interval {ratio.low:.2f}–{ratio.high:.2f}×"
+        line += f", 95% interval {ratio_interval(ratio.low, ratio.high)}"
         faster, slower = ratio.low > 1, ratio.high < 1
     else:  # no interval (one run): the two means' own intervals
         faster, slower = tok - ci > base + base_ci, tok + ci < base - base_ci
@@ -310,6 +310,12 @@ def best_line(best: TrialResult, baseline: TrialResult | None) -> str:
     else:
         line += " — the interval includes 1×: not distinguishable from the baseline"
     return line
+
+
+def ratio_interval(low: float, high: float) -> str:
+    """The interval as "1.04–1.15×", three decimals where two would round an end to 1.00."""
+    digits = 3 if "1.00" in (f"{low:.2f}", f"{high:.2f}") else 2
+    return f"{low:.{digits}f}–{high:.{digits}f}×"
 
 
 def drift_line(before: TrialResult, after: TrialResult) -> tuple[str, float]:

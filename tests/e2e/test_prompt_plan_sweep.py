@@ -19,6 +19,7 @@ from analysis.requests import main as requests_main
 from analysis.requests import prompt_changes
 from harness.procs import free_port
 from harness.results import read_requests
+from sweep.console import ratio_interval
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -64,7 +65,7 @@ def test_every_speedup_has_its_paired_interval(study):
     m = summary["metrics"]
     low, high = m["best_speedup_vs_baseline_ci95_low"], m["best_speedup_vs_baseline_ci95_high"]
     assert low < m["best_speedup_vs_baseline"] < high
-    assert f"95% interval {low:.2f}–{high:.2f}×" in " ".join(stdout.split())
+    assert f"95% interval {ratio_interval(low, high)}" in " ".join(stdout.split())
     assert sorted(summary["speedups"]) == ["trial_0000", "trial_0001"]
     uri = f"sqlite:///{folder.parent}/mlflow.db"
     for frame in (load_runs(folder.name, uri), load_folders(folder.parent, folder.name)):

@@ -7,7 +7,7 @@ import pytest
 
 from harness.metrics import aggregate_metrics
 from harness.results import Outcome, RunSummary, TrialResult
-from sweep.console import drift_line, summary_lines
+from sweep.console import drift_line, ratio_interval, summary_lines
 
 
 def run(number: int, tok_s: float, concurrency: int = 1, incomplete: bool = False) -> RunSummary:
@@ -39,7 +39,7 @@ def test_the_best_speedup_has_a_paired_interval():
     assert speedup == pytest.approx(sum(TRIAL) / sum(BASE))
     assert 1.15 < low < speedup < high < 1.25  # tight: the pairs cancel the prompts' spread
     text = " ".join(" ".join(lines).split())
-    assert f"95% interval {low:.2f}–{high:.2f}×" in text
+    assert f"95% interval {ratio_interval(low, high)}" in text
     assert "faster beyond the 95% interval" in text  # the means' own intervals overlap
 
 
@@ -62,3 +62,8 @@ def test_drift_is_judged_by_the_interval_of_the_difference():
     beyond = result("recheck", [x + 3.0 for x in [88.0, 90.0, 92.0, 89.0, 91.0]])
     line, _ = drift_line(before, beyond)
     assert "drift beyond the 95% interval of the difference; conditions changed" in line
+
+
+def test_an_interval_that_would_round_to_one_keeps_a_third_decimal():
+    assert ratio_interval(1.0035, 1.1526) == "1.004–1.153×"
+    assert ratio_interval(1.04, 1.15) == "1.04–1.15×"
