@@ -120,5 +120,6 @@ def check_fits(prompts: Sequence[Prompt], spec: BenchmarkSpec, source: str = "")
             f"benchmark.prompts={source or spec.prompts!r} has {len(prompts)} prompts; the plan "
             f"needs {need}: warm-up {spec.warmup} + {spec.runs} runs x "
             f"{spec.requests_at(level)} requests at concurrency {level}, each run its own "
-            "prompts. Use a larger workload, or lower benchmark.runs / requests_per_run / warmup."
+            "prompts. Use a larger workload, or lower benchmark.runs, requests_per_run (or "
+            "requests_per_level) or warmup."
         )
