@@ -1,7 +1,8 @@
 """One row per trial from the self-describing trial folders, without a tracking store.
 
 A sweep writes <results>/<study>/<trial>/ with result.json (`harness.results.TrialResult`),
-tracking.json (experiment, study, parent sweep run, the baseline's tok/s) and provenance.json.
+tracking.json (experiment, study, parent sweep run, the baseline's tok/s and its runs') and
+provenance.json.
 The rows and values are those the MLflow loader reads back from the upload of the same folders
 (sweep.tracking.Tracker.upload_trial): the MLflow copy derives speedup_vs_baseline, startup_s,
 teardown_s and each run's last value (run.<name>_c<level>) from the folder, and so does this.
@@ -20,6 +21,7 @@ import pandas as pd
 from analysis.frame import EMPTY, NUMERIC, PROVENANCE, ROLES, finish
 from harness.layout import ResultsLayout
 from harness.results import TrialResult
+from harness.stats import speedup_metrics
 
 log = logging.getLogger(__name__)
 TRACKING_RECORD = "tracking.json"  # written by sweep.tracking before each upload
@@ -81,7 +83,7 @@ def trial_row(folder: Path, result: TrialResult) -> dict[str, Any]:
         # What the server ran when it said so, else what was asked.
         effective = _number(result.effective.get(name))
         row[name] = _number(result.params.get(name)) if effective is None else effective
-    row.update(metrics(result, record.get("baseline_tok_s")))
+    row.update(metrics(result, record.get("baseline_tok_s"), record.get("baseline_runs")))
     return row
 
 
@@ -97,12 +99,14 @@ def provenance(folder: Path) -> dict[str, str | None]:
     return values
 
 
-def metrics(result: TrialResult, baseline_tok_s: float | None) -> dict[str, float]:
-    """Every metric MLflow gets for this result (finite values only, as MLflow logs them)."""
+def metrics(
+    result: TrialResult, baseline_tok_s: float | None, baseline_runs: dict | None = None
+) -> dict[str, float]:
+    """Every metric MLflow gets for this result (finite values only, as MLflow logs them):
+    speedup_vs_baseline with its paired interval from the baseline's runs (tracking.json)."""
     values = dict(result.metrics)
-    tok_s = values.get("tok_s")
-    if tok_s is not None and baseline_tok_s:
-        values["speedup_vs_baseline"] = tok_s / baseline_tok_s
+    runs = {int(k): float(v) for k, v in (baseline_runs or {}).items()}
+    values.update(speedup_metrics(values.get("tok_s"), result.runs, baseline_tok_s, runs))
     if result.startup_s is not None:
         values["startup_s"] = result.startup_s
     if result.teardown_s is not None:

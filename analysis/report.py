@@ -1,5 +1,6 @@
 """`python -m analysis.report [--results DIR] [--experiment NAME]`: every figure as PNG and an
-HTML summary page, written to DIR/reports/NAME/ (index.html, <figure>.png, trials.csv).
+HTML summary page, written to DIR/reports/NAME/ (index.html, <figure>.png, trials.csv, and from
+the trial folders requests.parquet and prompts.csv: the prompts the best trial helps or hurts).
 
 Read from the trial folders under DIR (no tracking store needed); `--source mlflow` (or
 `--tracking-uri URI`) reads the MLflow copy instead.
@@ -22,6 +23,7 @@ import pandas as pd
 from analysis.frame import baseline, measured
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
 from analysis.plots import FIGURES, title
+from analysis.requests import prompt_changes, requests_frame
 from harness.layout import ResultsLayout
 
 COLUMNS = [
@@ -36,6 +38,7 @@ COLUMNS = [
     "related",
     "warning",
 ]
+PROMPTS = 10  # rows of the per-prompt table
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -45,9 +48,12 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     return rows[[c for c in COLUMNS if c in rows]].round(2)
 
 
-def write_report(df: pd.DataFrame, out_dir: Path, origin: str) -> Path:
+def write_report(
+    df: pd.DataFrame, out_dir: Path, origin: str, requests: pd.DataFrame | None = None
+) -> Path:
     """The report of one experiment's frame (`analysis.load.load_runs`); origin says where the
-    rows were read from (a folder or a tracking URI)."""
+    rows were read from (a folder or a tracking URI); `requests` (analysis.requests) adds the
+    per-request table and the per-prompt comparison with the baseline."""
     out_dir.mkdir(parents=True, exist_ok=True)
     images = []
     for name, make in FIGURES.items():
@@ -80,6 +86,9 @@ def write_report(df: pd.DataFrame, out_dir: Path, origin: str) -> Path:
             "model, not from hardware.</p>"
         )
     body.append(table.to_html(index=False, na_rep="-", classes="trials"))
+    if requests is not None and not requests.empty:
+        requests.to_parquet(out_dir / "requests.parquet", index=False)
+        body += _prompt_section(requests, best, out_dir)
     body += [f'<h2>{n.replace("_", " ")}</h2><img src="{n}.png" alt="{n}">' for n in images]
     page = (
         "<!doctype html><meta charset='utf-8'><title>" + heading + "</title><style>"
@@ -90,6 +99,23 @@ def write_report(df: pd.DataFrame, out_dir: Path, origin: str) -> Path:
     index = out_dir / "index.html"
     index.write_text(page)
     return index
+
+
+def _prompt_section(requests: pd.DataFrame, best: pd.DataFrame, out_dir: Path) -> list[str]:
+    """The best trial's PROMPTS prompts with the largest relative tok/s change vs the baseline
+    on the same prompt (all trials' in prompts.csv)."""
+    changes = prompt_changes(requests)
+    changes.round(4).to_csv(out_dir / "prompts.csv", index=False)
+    if best.empty or changes.empty:
+        return []
+    name = best.iloc[0]["name"]
+    top = changes[changes["trial"] == name].head(PROMPTS).copy()
+    top["change"] = (100 * top["change"]).map("{:+.1f}%".format)
+    return [
+        f"<h2>prompts {html.escape(name)} helps or hurts most (decode tok/s vs the baseline "
+        "on the same prompt; every trial in prompts.csv)</h2>",
+        top.round(1).to_html(index=False, na_rep="-", classes="trials"),
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     if df.empty:
         parser.exit(2, f"error: {experiment!r} has no trials yet: run python sweep.py -m\n")
     origin = uri if source == "mlflow" else str(Path(args.results).resolve())
-    index = write_report(df, ResultsLayout.at(args.results).report(experiment), origin)
+    requests = requests_frame(args.results, experiment)
+    index = write_report(df, ResultsLayout.at(args.results).report(experiment), origin, requests)
     print(f"report: {index.resolve()}")
     print(f"figures: {', '.join(f'{n}.png' for n in FIGURES)} in {index.parent.resolve()}")
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from harness.client import deadline_error, is_aborted, stream_request
 from harness.clock import ServerClock
 from harness.lossless import LosslessOutput, collect
 from harness.metrics import Timeline, aggregate_metrics, restamp, steady_window, summarize_run
+from harness.prompt_plan import PromptPlan
 from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
 from harness.spec import BenchmarkSpec, EarlyStop
@@ -93,6 +93,7 @@ class Benchmark:
         self.headers = headers or {}  # Authorization when the server has an --api-key
         self.stopped_early = False
         self.prompts = load_prompts(spec.prompts, spec.seed)
+        self.prompt_plan = PromptPlan(self.prompts, spec)  # warm-up apart, runs disjoint, paired
         self.records: list[RequestRecord] = []  # kept even when a run fails halfway
         self.timelines: list[Timeline] = []  # measured requests' chunk arrivals
         self.run_summaries: list[RunSummary] = []
@@ -238,10 +239,8 @@ class Benchmark:
 
     # -- the requests --------------------------------------------------------------------------
     def _prompt_source(self, phase: str, run: int, concurrency: int) -> Iterator[Prompt]:
-        """The prompts of one phase/run, in the order they are sent: endless, so a run takes as
-        many as it needs with next(). Today's order: the bundled prompts from the first."""
-        del phase, run, concurrency  # the prompt plan (harness.prompt_plan) decides by them
-        return itertools.cycle(self.prompts)
+        """The prompts of this phase/run in sending order, endless (harness.prompt_plan)."""
+        return self.prompt_plan.source(phase, run, concurrency)
 
     async def _flush(self) -> bool:
         assert self._client is not None

@@ -269,7 +269,11 @@ class BenchmarkSpec:
         return 1 if 1 in self.concurrency else self.concurrency[0]
 
     def requests_at(self, concurrency: int) -> int:
-        """A run's requests at concurrency 1 (and a warm-up wave's size at any level)."""
+        """The requests a run sends (the prompts the prompt plan gives it): at concurrency 1
+        requests_per_run (or the level's requests_per_level entry); above 1 a steady-state run's
+        C of ramp-up, its window's completions and the C - 1 cut when the window closes."""
+        if concurrency > 1:
+            return 2 * concurrency + self.window_at(concurrency) - 1
         if self.requests_per_level:
             return self.requests_per_level[self.concurrency.index(concurrency)]
         return max(self.requests_per_run, concurrency)

@@ -19,6 +19,7 @@ from harness.command import engine_program
 from harness.errors import ConfigError
 from harness.flags import detected_surface
 from harness.layout import ResultsLayout
+from harness.prompt_plan import check_fits
 from harness.prompts import load_prompts
 from harness.sglang import CURRENT, SPEC_MAX_RUNNING_REQUESTS
 from harness.spec import BenchmarkSpec, EarlyStop, EngineSpec, ServerSpec, TrialSpec
@@ -182,6 +183,12 @@ def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
     )
 
 
+def _fitting(spec: BenchmarkSpec) -> BenchmarkSpec:
+    """The spec, once its workload is known to hold the prompt plan (harness.prompt_plan)."""
+    check_fits(load_prompts(spec.prompts, spec.seed), spec)
+    return spec
+
+
 def build_trial_spec(cfg: DictConfig) -> TrialSpec:
     """Validate everything and freeze it. Raises ConfigError naming the bad field."""
     if cfg.trial.role not in ("trial", "baseline"):
@@ -214,7 +221,7 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         number=cfg.trial.number,
         engine=build_engine_spec(cfg),
         server=server,
-        benchmark=build_benchmark_spec(cfg),
+        benchmark=_fitting(build_benchmark_spec(cfg)),
         params=params,
         early_stop=early_stop,
         pid_file=Path(cfg.trial.pid_file)

@@ -11,6 +11,7 @@ from rich.table import Table
 from harness import labels
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult
 from harness.spec import TrialSpec
+from harness.stats import consistent, objective_runs, paired_ratio, speedup_metrics
 
 console = Console(highlight=False)
 TRUNCATION_WARNING = 0.25  # share of outputs cut while reasoning that earns a console warning
@@ -241,7 +242,15 @@ def summary_lines(
         metrics["best_tok_s"] = best.metrics["tok_s"]
         lines.append(best_line(best, baseline if base_ok else None))
         if base_ok:
-            metrics["best_speedup_vs_baseline"] = best.metrics["tok_s"] / metrics["baseline_tok_s"]
+            metrics.update(
+                speedup_metrics(
+                    best.metrics["tok_s"],
+                    best.runs,
+                    metrics["baseline_tok_s"],
+                    objective_runs(baseline.runs),  # type: ignore[union-attr]
+                    key="best_speedup_vs_baseline",
+                )
+            )
     cut = [r.metrics["truncation_rate"] for r in ok if "truncation_rate" in r.metrics]
     if cut and max(cut) > 0:
         lines.append(
@@ -286,28 +295,47 @@ def best_line(best: TrialResult, baseline: TrialResult | None) -> str:
     if baseline is None:
         return line
     base, base_ci = baseline.metrics["tok_s"], baseline.metrics.get("tok_s_ci95", float("nan"))
+    ratio = paired_ratio(objective_runs(best.runs), objective_runs(baseline.runs))
     line += f", {tok / base:.2f}× the baseline ({base:.1f} ± {base_ci:.1f} tok/s)"
-    if tok - ci > base + base_ci:
-        line += " — faster beyond the 95% intervals"
-    elif tok + ci < base - base_ci:
+    if math.isfinite(ratio.low) and math.isfinite(ratio.high):
+        # Run r of both sent the same prompts: the speedup's interval comes from the pairs.
+        line += f", 95% interval {ratio_interval(ratio.low, ratio.high)}"
+        faster, slower = ratio.low > 1, ratio.high < 1
+    else:  # no interval (one run): the two means' own intervals
+        faster, slower = tok - ci > base + base_ci, tok + ci < base - base_ci
+    if faster:
+        line += " — faster beyond the 95% interval"
+    elif slower:
         line += " — [red]slower than the baseline[/red]: speculation does not pay here"
     else:
-        line += " — the intervals overlap: not distinguishable from the baseline"
+        line += " — the interval includes 1×: not distinguishable from the baseline"
     return line
 
 
+def ratio_interval(low: float, high: float) -> str:
+    """The interval as "1.04–1.15×", three decimals where two would round an end to 1.00."""
+    digits = 3 if "1.00" in (f"{low:.2f}", f"{high:.2f}") else 2
+    return f"{low:.{digits}f}–{high:.{digits}f}×"
+
+
 def drift_line(before: TrialResult, after: TrialResult) -> tuple[str, float]:
+    """The re-measured baseline against the first: drift when their difference is outside its
+    own 95% interval (harness.stats.consistent, as sweep.reproduce judges a reproduction)."""
     old, new = before.metrics["tok_s"], after.metrics["tok_s"]
     ci = before.metrics.get("tok_s_ci95", 0.0)
+    new_ci = after.metrics.get("tok_s_ci95", 0.0)
     drift = 100 * (new - old) / old
     text = (
-        f"Baseline re-measured: {new:.1f} tok/s vs {old:.1f} ± {ci:.1f} at the start "
-        f"({drift:+.1f}%)"
+        f"Baseline re-measured: {new:.1f} ± {new_ci:.1f} tok/s vs {old:.1f} ± {ci:.1f} at the "
+        f"start ({drift:+.1f}%)"
     )
-    if abs(new - old) > ci:
-        text += ": drift beyond the 95% interval; conditions changed during the sweep."
+    if not consistent(old, ci, new, new_ci):
+        text += (
+            ": drift beyond the 95% interval of the difference; conditions changed during the "
+            "sweep."
+        )
         return f"[yellow]{text}[/]", drift
-    return f"{text}: no drift beyond the 95% interval.", drift
+    return f"{text}: no drift beyond the 95% interval of the difference.", drift
 
 
 def _numbers(numbers: list[int]) -> str:

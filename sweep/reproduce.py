@@ -23,6 +23,7 @@ from harness.command import build_server_command
 from harness.errors import SpecsweepError
 from harness.layout import ResultsLayout, stamp
 from harness.results import Outcome
+from harness.stats import consistent
 from harness.trial import run_trial
 from sweep import provenance
 from sweep.config import build_trial_spec
@@ -144,10 +145,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def reproduces(recorded: float, recorded_ci95: float, new: float, new_ci95: float) -> bool:
-    """Is the new mean consistent with the recorded one? Both carry 95% half-widths, so their
-    difference has a half-width of about hypot(a, b). Asking the new mean to land inside the
-    recorded interval alone would call one in six honest repeats a failure."""
-    return abs(new - recorded) <= math.hypot(recorded_ci95, new_ci95)
+    """Is the new mean consistent with the recorded one? By the interval of their difference
+    (harness.stats.consistent, the rule the baseline's drift check uses too)."""
+    return consistent(recorded, recorded_ci95, new, new_ci95)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.layout import ResultsLayout
 from harness.redact import redact_url_passwords
 from harness.results import TrialResult
-from sweep.tracking import Tracker, read_tracking_record
+from sweep.tracking import Tracker, baseline_runs, read_tracking_record
 
 
 def sync(tracking_dir: Path, mlflow_uri: str) -> dict[str, list[str]]:
@@ -51,6 +51,7 @@ def sync(tracking_dir: Path, mlflow_uri: str) -> dict[str, list[str]]:
             parent_run_id=_existing(tracker, record.get("parent_run_id")),
             study=study,
             baseline_tok_s=record.get("baseline_tok_s"),
+            baseline_runs=baseline_runs(record),
         )
         report["uploaded"].append(str(folder))
     for summary in layout.summaries():

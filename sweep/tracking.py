@@ -2,7 +2,8 @@
 
 Keys are the same for every trial so MLflow's compare view lines them up: params named after
 SGLang's flags plus `effective.<name>` from /server_info, metrics `tok_s`, `tok_s_ci95`,
-`accept_len`, `speedup_vs_baseline` (and the per-level ones), tags `specsweep.*`.
+`accept_len`, `speedup_vs_baseline` with its paired 95% interval `speedup_vs_baseline_ci95_low`
+/ `_high` (harness.stats.paired_ratio), the per-level ones, tags `specsweep.*`.
 
 MLflow is a copy, the trial folders are the record: each folder gets `tracking.json` (where and
 under which parent it belongs) before the upload, and a tracking store that stops answering
@@ -30,6 +31,7 @@ from harness.layout import sqlite_uri
 from harness.procs import pid_alive
 from harness.redact import redact_url_passwords
 from harness.results import Outcome, TrialResult
+from harness.stats import speedup_metrics
 from harness.trial import EFFECTIVE_KEYS
 from sweep import provenance
 from sweep.config import PARAM_KEYS
@@ -52,6 +54,11 @@ def resolve_sqlite_uri(uri: str) -> str:
 def read_tracking_record(folder: Path) -> dict[str, Any] | None:
     path = folder / TRACKING_RECORD
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def baseline_runs(record: dict[str, Any]) -> dict[int, float]:
+    """The baseline's tok/s per run number a tracking record keeps (JSON keys are strings)."""
+    return {int(k): float(v) for k, v in (record.get("baseline_runs") or {}).items()}
 
 
 class Tracker:
@@ -145,9 +152,11 @@ class Tracker:
         parent_run_id: str | None,
         study: str,
         baseline_tok_s: float | None,
+        baseline_runs: dict[int, float] | None = None,
     ) -> str | None:
         """Record where the trial belongs in its folder, then upload it; None if MLflow is down
-        (the folder has everything for `python -m sweep.sync`)."""
+        (the folder has everything for `python -m sweep.sync`). `baseline_runs`: the baseline's
+        tok/s per run number, for the speedup's paired interval."""
         if result.folder and Path(result.folder).is_dir():
             record = {
                 "experiment": self.experiment,
@@ -155,13 +164,18 @@ class Tracker:
                 "parent_run_id": parent_run_id,
                 "study": study,
                 "baseline_tok_s": baseline_tok_s,
+                "baseline_runs": {str(k): v for k, v in (baseline_runs or {}).items()},
             }
             (Path(result.folder) / TRACKING_RECORD).write_text(json.dumps(record, indent=2) + "\n")
         if self.offline:
             return None
         try:
             return self.upload_trial(
-                result, parent_run_id=parent_run_id, study=study, baseline_tok_s=baseline_tok_s
+                result,
+                parent_run_id=parent_run_id,
+                study=study,
+                baseline_tok_s=baseline_tok_s,
+                baseline_runs=baseline_runs,
             )
         except Exception as exc:  # the store's failure must not take the measured trial with it
             self._went_offline(exc)
@@ -201,6 +215,7 @@ class Tracker:
         parent_run_id: str | None,
         study: str,
         baseline_tok_s: float | None,
+        baseline_runs: dict[int, float] | None = None,
     ) -> str:
         tags = {
             MLFLOW_RUN_NAME: result.name,
@@ -232,9 +247,10 @@ class Tracker:
         params = {key: result.params.get(key) for key in PARAM_KEYS}
         params.update({f"effective.{k}": result.effective.get(k) for k in EFFECTIVE_KEYS})
         metrics = dict(result.metrics)
-        tok_s = metrics.get("tok_s")
-        if tok_s is not None and baseline_tok_s:
-            metrics["speedup_vs_baseline"] = tok_s / baseline_tok_s
+        # speedup_vs_baseline, with its paired 95% interval when the baseline's runs are known
+        metrics.update(
+            speedup_metrics(metrics.get("tok_s"), result.runs, baseline_tok_s, baseline_runs)
+        )
         if result.startup_s is not None:
             metrics["startup_s"] = result.startup_s  # server clock (simulated when engine=sim)
         if result.teardown_s is not None:

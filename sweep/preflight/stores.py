@@ -3,6 +3,7 @@ the Optuna study (its objective and search space against this sweep's)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import httpx
@@ -57,22 +58,48 @@ def check_tracking(cfg: DictConfig) -> list[Check]:
     uri = cfg.tracking.mlflow_uri
     shown = redact_url(uri)
     if uri.startswith(("http://", "https://")):
-        try:
-            ok = httpx.get(uri.rstrip("/") + "/health", timeout=5).status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        checks.append(
-            Check(
-                "mlflow",
-                "pass" if ok else "fail",
-                f"{shown} " + ("answers" if ok else "does not answer"),
-                "" if ok else "start the MLflow server or fix tracking.mlflow_uri",
-            )
-        )
+        checks.append(check_mlflow_server(uri.rstrip("/"), shown))
     else:
         checks.append(Check("mlflow", "pass", redact_url(resolve_sqlite_uri(uri))))
     checks.append(check_study(cfg))
     return checks
+
+
+def check_mlflow_server(uri: str, shown: str) -> Check:
+    """The server answers, and takes this sweep's credentials: `/health` is open even on
+    MLflow's basic-auth app, so a one-row search is what tells a missing password now rather
+    than when the sweep opens its tracker."""
+    try:
+        if httpx.get(uri + "/health", timeout=5).status_code != 200:
+            raise httpx.HTTPError("not healthy")
+    except httpx.HTTPError:
+        return Check(
+            "mlflow",
+            "fail",
+            f"{shown} does not answer",
+            "start the MLflow server or fix tracking.mlflow_uri",
+        )
+    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    auth = (user, os.environ.get("MLFLOW_TRACKING_PASSWORD", "")) if user else None
+    try:
+        status = httpx.get(
+            uri + "/api/2.0/mlflow/experiments/search",
+            params={"max_results": 1},
+            auth=auth,
+            timeout=10,
+        ).status_code
+    except httpx.HTTPError as exc:
+        return Check("mlflow", "fail", f"{shown}: {exc}", "check tracking.mlflow_uri")
+    if status in (401, 403):
+        said = "refused the credentials given" if auth else "asks for credentials"
+        return Check(
+            "mlflow",
+            "fail",
+            f"{shown} {said} (HTTP {status})",
+            "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, e.g. source the "
+            "services.env that `python -m sweep.services start --listen` wrote",
+        )
+    return Check("mlflow", "pass", f"{shown} answers" + (f" (as {user})" if auth else ""))
 
 
 def check_study(cfg: DictConfig) -> Check:

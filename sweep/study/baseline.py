@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.layout import stamp
 from harness.results import Outcome, TrialResult
+from harness.stats import objective_runs
 from sweep.console import console
 from sweep.study.session import CLAIM_POLL_S, StudySession
 
@@ -42,6 +43,13 @@ class Baseline:
         if self.result is None or self.result.outcome is not Outcome.OK:
             return None
         return self.result.metrics.get("tok_s")
+
+    @property
+    def runs(self) -> dict[int, float] | None:
+        """tok/s per run number (harness.stats.objective_runs): pairs for the speedup's interval."""
+        if self.result is None or self.tok_s is None:
+            return None
+        return objective_runs(self.result.runs)
 
     def measure_or_reuse(self) -> TrialResult | None:
         """Once per study: the worker that claims it measures, the others wait and reuse it."""

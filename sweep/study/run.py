@@ -32,6 +32,7 @@ from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
 from sweep.study.summary import SweepOutcome, finish
 from sweep.study.trials import TrialLoop
+from sweep.workers import shares_node
 
 _FINISHED = (
     optuna.trial.TrialState.COMPLETE,
@@ -50,7 +51,8 @@ class StudyRun:
         self.study_dir = Path(cfg.hydra.sweep.dir).resolve()
         self.started = time.monotonic()
         self.pool: SlotPool | None = None
-        if plan.parallel:
+        # A worker a launcher placed may share its node: it locks GPUs and ports even alone.
+        if plan.parallel or shares_node():
             self.pool = SlotPool(
                 list(plan.gpus),
                 cfg.model.tp,
@@ -150,7 +152,10 @@ class StudyRun:
         )
         if self.pool is not None:
             groups = "; ".join(",".join(g) for g in self.pool.groups)
-            console.print(f"{self.plan.slots} GPU slots side by side (GPUs {groups})")
+            if self.plan.slots > 1:
+                console.print(f"{self.plan.slots} GPU slots side by side (GPUs {groups})")
+            else:
+                console.print(f"1 GPU slot (GPUs {groups}), locked against other workers here")
         console.print(f"results in {self.study_dir}", soft_wrap=True)
         notice = software_notice(self._changed_software(study))
         if notice:

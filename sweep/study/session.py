@@ -71,13 +71,20 @@ class StudySession:
         with self.lock:
             self.results.append(result)
 
-    def log(self, result: TrialResult, baseline_tok_s: float | None) -> str | None:
-        """The trial's MLflow child run under this sweep's parent (None: MLflow is down)."""
+    def log(
+        self,
+        result: TrialResult,
+        baseline_tok_s: float | None,
+        baseline_runs: dict[int, float] | None = None,
+    ) -> str | None:
+        """The trial's MLflow child run under this sweep's parent (None: MLflow is down);
+        `baseline_runs` (tok/s per run number) gives its speedup a paired interval."""
         return self.tracker.log_trial(
             result,
             parent_run_id=self.parent_run_id,
             study=self.study_name,
             baseline_tok_s=baseline_tok_s,
+            baseline_runs=baseline_runs,
         )
 
     def sleep(self, seconds: float) -> None:

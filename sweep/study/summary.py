@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from harness.layout import ResultsLayout
 from harness.results import Outcome, TrialResult
+from harness.stats import objective_runs, speedup_metrics
 from sweep.console import console, summary_lines, summary_table, wall_time_line
 from sweep.study.caps import caps, caps_line
 from sweep.study.objective import Objective
@@ -62,6 +63,21 @@ def sweep_metrics(done: SweepOutcome, metrics: dict[str, float]) -> dict[str, fl
     return metrics
 
 
+def speedups(done: SweepOutcome) -> dict[str, dict[str, float]]:
+    """Each measured trial's speedup_vs_baseline with its paired 95% interval (_ci95_low/_high;
+    harness.stats.paired_ratio): run r of a trial and of the baseline sent the same prompts."""
+    base = done.baseline
+    if base is None or base.outcome is not Outcome.OK or "tok_s" not in base.metrics:
+        return {}
+    found = {}
+    for r in done.results:
+        if r.outcome in (Outcome.OK, Outcome.PRUNED) and "tok_s" in r.metrics:
+            found[r.name] = speedup_metrics(
+                r.metrics["tok_s"], r.runs, base.metrics["tok_s"], objective_runs(base.runs)
+            )
+    return found
+
+
 def write_summary(
     path: Path, cfg: DictConfig, done: SweepOutcome, parent: str | None, metrics: dict
 ) -> None:
@@ -77,6 +93,7 @@ def write_summary(
         # {"baseline", "trials", "equal"}: the servers' max_running_requests (sweep.study.caps)
         "max_running_requests": caps(done.results, done.baseline),
         "metrics": metrics,
+        "speedups": speedups(done),
         "trials": [r.to_dict() for r in done.results],
     }
     path.write_text(json.dumps(data, indent=2, default=str))

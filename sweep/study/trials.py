@@ -155,7 +155,7 @@ class TrialLoop:
             raise
         result.number = trial.number
         session.keep(result)
-        run_id = session.log(result, self.baseline.tok_s)
+        run_id = session.log(result, self.baseline.tok_s, self.baseline.runs)
         trial.set_user_attr("folder", result.folder)
         trial.set_user_attr("mlflow_run_id", run_id)
         trial.set_user_attr("effective", result.effective)
@@ -202,7 +202,7 @@ class TrialLoop:
         if result is None:
             return
         self.session.keep(result)
-        self.session.log(result, self.baseline.tok_s)
+        self.session.log(result, self.baseline.tok_s, self.baseline.runs)
 
     def _lossless_overrides(self) -> list[str]:
         """The baseline's greedy outputs, for the trial's lossless check (harness.lossless); none

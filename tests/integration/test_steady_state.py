@@ -9,7 +9,6 @@ import pytest
 from harness.bench import Benchmark
 from harness.clock import ServerClock
 from harness.command import build_server_command, server_flags
-from harness.prompts import load_prompts
 from harness.server import Server
 from harness.sim.oracle import modelled_steady_state
 from harness.spec import BenchmarkSpec
@@ -67,8 +66,12 @@ def test_steady_state_keeps_c_in_flight_and_measures_the_modelled_rate(tmp_path,
     cut = [r for r in records if is_cut(r.error)]
     assert len(cut) + len(late) == C - 1 and len(cut) == summary.cut >= C - 2
     assert summary.requests == len(records) - len(cut) and summary.errors == 0
-    prompts = [p.messages[0]["content"] for p in load_prompts("builtin")]
-    ordered = [prompts[i % len(prompts)] for i in range(4 * (C + WINDOW))]
+    # The run's own prompts (harness.prompt_plan), each sent once, in the order they were sent.
+    assert len({r.prompt_id for r in records}) == len(records) == 2 * C + WINDOW - 1
+    plan = bench.prompt_plan.source("measure", 1, C)
+    ordered = [
+        "\n".join(m["content"] for m in next(plan).messages) for _ in range(len(records) + C)
+    ]
     model = modelled_steady_state(
         [*server_flags(server), *FLAGS], C, ordered, MAX_TOKENS, WINDOW, thinking=False
     )

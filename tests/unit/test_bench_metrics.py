@@ -148,8 +148,9 @@ def test_benchmark_spec_validation(fields, message):
 
 def test_requests_per_level():
     spec = BenchmarkSpec(model="m", concurrency=(1, 70), requests_per_level=(30, 70))
-    assert spec.requests_at(70) == 70 and spec.requests_at(1) == 30
-    assert BenchmarkSpec(model="m", concurrency=(1, 8)).requests_at(8) == 8
+    # Above 1 a steady-state run sends C of ramp-up, its window's 70 and the C - 1 cut.
+    assert spec.requests_at(70) == 70 + 70 + 69 and spec.requests_at(1) == 30
+    assert BenchmarkSpec(model="m", concurrency=(1, 8)).requests_at(8) == 8 + 16 + 7
 
 
 def test_objective_concurrency_prefers_single_stream():

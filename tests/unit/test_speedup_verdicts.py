@@ -1,0 +1,69 @@
+"""Every speedup carries its paired 95% interval (console, summary, MLflow metrics), and the
+baseline's drift is judged by the interval of the difference."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.metrics import aggregate_metrics
+from harness.results import Outcome, RunSummary, TrialResult
+from sweep.console import drift_line, ratio_interval, summary_lines
+
+
+def run(number: int, tok_s: float, concurrency: int = 1, incomplete: bool = False) -> RunSummary:
+    return RunSummary(
+        number, concurrency, 3, 0, 300, tok_s, tok_s, tok_s, 0.1, None, None, incomplete=incomplete
+    )
+
+
+def result(name: str, values: list[float], role: str = "trial") -> TrialResult:
+    runs = [run(i, v) for i, v in enumerate(values, 1)]
+    return TrialResult(
+        name, role, Outcome.OK, "sim", True, 1.0, {}, metrics=aggregate_metrics(runs, 1), runs=runs
+    )
+
+
+# Prompts differ in speed run to run; the trial is about 1.2x on each of them.
+BASE = [70.0, 95.0, 80.0, 110.0, 88.0]
+TRIAL = [84.5, 113.7, 96.3, 131.7, 105.9]
+
+
+def test_the_best_speedup_has_a_paired_interval():
+    baseline = result("baseline", BASE, role="baseline")
+    lines, metrics = summary_lines([result("trial_0000", TRIAL)], baseline, None)
+    speedup = metrics["best_speedup_vs_baseline"]
+    low, high = (
+        metrics["best_speedup_vs_baseline_ci95_low"],
+        metrics["best_speedup_vs_baseline_ci95_high"],
+    )
+    assert speedup == pytest.approx(sum(TRIAL) / sum(BASE))
+    assert 1.15 < low < speedup < high < 1.25  # tight: the pairs cancel the prompts' spread
+    text = " ".join(" ".join(lines).split())
+    assert f"95% interval {ratio_interval(low, high)}" in text
+    assert "faster beyond the 95% interval" in text  # the means' own intervals overlap
+
+
+def test_a_replaced_run_is_paired_by_its_number():
+    baseline = result("baseline", BASE, role="baseline")
+    trial = result("trial_0000", TRIAL)
+    trial.runs[2].incomplete = True  # run 3 stalled; run 6 replaced it
+    trial.runs.append(run(6, 100.0))
+    _, metrics = summary_lines([trial], baseline, None)
+    assert metrics["best_speedup_vs_baseline_ci95_low"] > 1.1  # pairs 1, 2, 4, 5
+
+
+def test_drift_is_judged_by_the_interval_of_the_difference():
+    before = result("baseline", [88.0, 90.0, 92.0, 89.0, 91.0], role="baseline")
+    ci = before.metrics["tok_s_ci95"]  # 1.96
+    within = result("recheck", [x + 2.2 for x in [88.0, 90.0, 92.0, 89.0, 91.0]])
+    line, drift = drift_line(before, within)  # outside the first interval, inside the difference's
+    assert ci < 2.2 and drift == pytest.approx(100 * 2.2 / 90)
+    assert "no drift beyond the 95% interval of the difference" in line
+    beyond = result("recheck", [x + 3.0 for x in [88.0, 90.0, 92.0, 89.0, 91.0]])
+    line, _ = drift_line(before, beyond)
+    assert "drift beyond the 95% interval of the difference; conditions changed" in line
+
+
+def test_an_interval_that_would_round_to_one_keeps_a_third_decimal():
+    assert ratio_interval(1.0035, 1.1526) == "1.004–1.153×"
+    assert ratio_interval(1.04, 1.15) == "1.04–1.15×"
