@@ -11,6 +11,7 @@
     opening     opening MLflow, the study and the claims, refusing with a reason
     session     what the steps of one sweep share
     baseline    measured once per study, reused, re-checked for drift
+    caps        the baseline's max_running_requests against the trials' (equal caps)
     trials      ask -> verdict -> launch -> tell, serially or in GPU slots
     records     results the study writes itself for trials it does not launch
     run         StudyRun: the sweep from opening to summary
