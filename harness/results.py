@@ -77,6 +77,11 @@ class RunSummary:
     ttft_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds
     itl_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds per token
     incomplete: bool = False  # a request missed its deadline: recorded, left out of the means
+    # The /flush_cache before the run: True it worked (the server's cache and speculative counters
+    # cover this run only), False it failed after every attempt (they span earlier runs too),
+    # None no flush was asked for. flush_attempts: how many posts it took (or were made).
+    flushed: bool | None = None
+    flush_attempts: int = 0
 
 
 @dataclass

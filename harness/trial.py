@@ -240,6 +240,8 @@ def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> N
         result.warnings.append("stalled_requests")
     if any(is_aborted(e) for e in measured_errors):
         result.warnings.append("aborted_requests")  # its runs were replaced like stalled ones
+    if any(r.flushed is False for r in measured.runs):
+        result.warnings.append("flush_failed")  # its runs' cache and counters span earlier runs
     accept = result.metrics.get("accept_len")
     if spec.server.speculative and accept is not None and accept <= BYPASSED_ACCEPT_LEN:
         # Every draft rejected: the seeds' EAGLE-vs-EAGLE3 failure, or a broken drafter.

@@ -147,6 +147,15 @@ class ConsoleReporter:
                 "repeated.",
                 soft_wrap=True,
             )
+        if "flush_failed" in result.warnings:
+            failed = sum(r.flushed is False for r in result.runs)
+            console.print(
+                f"    [yellow]warning:[/] /flush_cache was refused before {failed} run(s) after "
+                "every retry: those runs may reuse earlier runs' cache and their server-side "
+                "speculative counters span earlier runs (flushed/flush_attempts per run in "
+                "result.json).",
+                soft_wrap=True,
+            )
         if "outputs_diverge" in result.warnings:
             console.print(
                 f"{self.indent}[bold red]warning:[/] greedy outputs diverge from the baseline's "

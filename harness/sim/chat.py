@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from harness.sim.engine import Chunk, SimRequest
+from harness.sim.request import Chunk, SimRequest
 from harness.sim.state import (
     ABORT_STATUS,
     ServerState,
