@@ -30,8 +30,10 @@ CONVERSATIONS = [
         "Use a window function: SELECT * FROM (SELECT country, customer, SUM(amount) AS rev, "
         "RANK() OVER (PARTITION BY country ORDER BY SUM(amount) DESC) AS r FROM orders GROUP BY "
         "country, customer) t WHERE r <= 3;",
-        ["Ties give me four rows in some countries. How do I get exactly three?",
-         "Rewrite it for a database without window functions."],
+        [
+            "Ties give me four rows in some countries. How do I get exactly three?",
+            "Rewrite it for a database without window functions.",
+        ],
     ),
     (
         "Why does my Docker image take 2 GB?",
@@ -50,8 +52,10 @@ CONVERSATIONS = [
         "A small draft model proposes several tokens; the large model verifies them in one "
         "forward pass and keeps the longest correct prefix, so each expensive pass yields more "
         "than one token while the output distribution stays the same.",
-        ["Why does it help less at large batch sizes?",
-         "How does sampling at temperature 1 change the acceptance rate?"],
+        [
+            "Why does it help less at large batch sizes?",
+            "How does sampling at temperature 1 change the acceptance rate?",
+        ],
     ),
     (
         "Help me plan a 5 km running programme from zero.",
@@ -95,8 +99,10 @@ CONVERSATIONS = [
         "How do I prove that sqrt(2) is irrational?",
         "Suppose sqrt(2) = p/q in lowest terms. Then p^2 = 2q^2, so p is even, p = 2k, so "
         "q^2 = 2k^2 and q is even too, contradicting lowest terms.",
-        ["Does the same proof work for sqrt(4)? Where does it fail?",
-         "Generalise it to sqrt(n) for non-square n."],
+        [
+            "Does the same proof work for sqrt(4)? Where does it fail?",
+            "Generalise it to sqrt(n) for non-square n.",
+        ],
     ),
     (
         "Design a URL shortener's database schema.",
@@ -114,8 +120,10 @@ CONVERSATIONS = [
         "Explain gradient checkpointing.",
         "It stores only some activations in the forward pass and recomputes the rest during the "
         "backward pass, trading about a third more compute for much less memory.",
-        ["Which layers should I checkpoint in a transformer?",
-         "How does it interact with tensor parallelism?"],
+        [
+            "Which layers should I checkpoint in a transformer?",
+            "How does it interact with tensor parallelism?",
+        ],
     ),
     (
         "Write a haiku about a server outage.",
@@ -138,8 +146,10 @@ CONVERSATIONS = [
         "What is the time complexity of Python's sort?",
         "Timsort: O(n log n) worst case, O(n) on already sorted or nearly sorted data, stable, "
         "with O(n) extra memory.",
-        ["Why is it stable, and when does stability matter?",
-         "Would radix sort beat it on a million 32-bit integers?"],
+        [
+            "Why is it stable, and when does stability matter?",
+            "Would radix sort beat it on a million 32-bit integers?",
+        ],
     ),
     (
         "Why do cats purr?",
@@ -157,8 +167,10 @@ CONVERSATIONS = [
         "How should I structure a PhD thesis introduction?",
         "Start with the problem and why it matters, narrow to the open question, state your "
         "contributions plainly, then map the chapters to them.",
-        ["My contributions feel small. How do I present them honestly?",
-         "How long should it be for a 150-page thesis?"],
+        [
+            "My contributions feel small. How do I present them honestly?",
+            "How long should it be for a 150-page thesis?",
+        ],
     ),
     (
         "What does 'eventual consistency' guarantee?",
@@ -239,16 +251,34 @@ offer compensation for the two missed days."}
 """
 
 PRODUCTS = [
-    "Aster 5 mesh router", "CloudNote Pro subscription", "Nordlys corner sofa",
-    "Pulse smartwatch S2", "Brightline electric kettle", "Ledgerly accounting app",
-    "Kestrel e-bike", "Harbor VPN family plan", "Quill tablet 11", "Oakridge standing desk",
-    "FreshBox meal kit", "Tempo fitness app", "Lumen smart bulb pack", "Vault password manager",
+    "Aster 5 mesh router",
+    "CloudNote Pro subscription",
+    "Nordlys corner sofa",
+    "Pulse smartwatch S2",
+    "Brightline electric kettle",
+    "Ledgerly accounting app",
+    "Kestrel e-bike",
+    "Harbor VPN family plan",
+    "Quill tablet 11",
+    "Oakridge standing desk",
+    "FreshBox meal kit",
+    "Tempo fitness app",
+    "Lumen smart bulb pack",
+    "Vault password manager",
 ]
 TONES = ["calm", "frustrated", "confused", "angry", "polite"]
 ISSUES = [
-    "charged twice", "never arrived", "stopped working after an update", "cannot log in",
-    "wants to cancel", "asks for a missing feature", "wants their data deleted",
-    "setup help", "wrong item delivered", "refund not received", "account locked after a trip",
+    "charged twice",
+    "never arrived",
+    "stopped working after an update",
+    "cannot log in",
+    "wants to cancel",
+    "asks for a missing feature",
+    "wants their data deleted",
+    "setup help",
+    "wrong item delivered",
+    "refund not received",
+    "account locked after a trip",
     "broken on arrival",
 ]
 LANGS = ["", "", "", "", "de", "fr", "es"]

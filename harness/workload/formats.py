@@ -33,8 +33,8 @@ SHAREGPT_ROLES = {
     "system": "system",
 }
 FORMATS_HINT = (
-    'each record needs a non-empty "prompt" string, a "messages" list of {role, content} '
-    'objects, or a ShareGPT "conversations" list of {from, value} objects'
+    "each record needs a non-empty 'prompt' string, a 'messages' list of {role, content} "
+    "objects, or a ShareGPT 'conversations' list of {from, value} objects"
 )
 
 
