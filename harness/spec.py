@@ -16,6 +16,7 @@ from harness.errors import ConfigError
 from harness.results import RunSummary
 from harness.sglang import CURRENT, EAGLE_FAMILY, VERSIONS
 from harness.stats import summarize
+from harness.workload import REASONING
 
 ENGINES = ("sim", "sglang")
 SGLANG_VERSIONS = VERSIONS  # the SGLang surfaces specsweep speaks (harness.sglang)
@@ -175,7 +176,7 @@ class BenchmarkSpec:
     model: str  # the "model" field of each request
     prompts: str = "builtin"  # the workload's source: builtin (harness/data) or a file
     workload: str = "reasoning"  # the workload's name (conf/benchmark/workload/)
-    categories: tuple[str, ...] = ()  # the categories drawn from the source; empty: all
+    categories: tuple[str, ...] = REASONING  # the categories drawn from the source; (): all
     api: str = "chat"  # chat: /v1/chat/completions; generate: SGLang's native /generate
     max_tokens: int = 2048
     warmup: int = 2

@@ -22,7 +22,9 @@ from harness.workload.prompt import Prompt
 
 BUILTIN = "builtin"
 # The bundled files, each a JSONL of {"id", "category", "prompt" | "messages"} (package data).
-__all__ = ["BUILTIN", "Prompt", "load_prompts", "read_source", "select", "source_bytes"]
+__all__ = ["BUILTIN", "REASONING", "Prompt", "load_prompts", "read_source", "select", "source_bytes"]
+# The bundled reasoning categories: the default workload (conf/benchmark/workload/reasoning.yaml).
+REASONING = ("math", "code", "science", "logic")
 BUNDLED_FILES = ("prompts.jsonl", "long_context.jsonl", "multi_turn.jsonl", "datagen.jsonl")
 
 
