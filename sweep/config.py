@@ -25,6 +25,7 @@ from harness.sampling import MODES as SAMPLING_MODES
 from harness.sampling import generation_config_sampling
 from harness.sglang import CURRENT
 from harness.spec import BenchmarkSpec, EarlyStop, EngineSpec, ServerSpec, TrialSpec
+from harness.workload.record import digest as prompts_digest
 
 log = logging.getLogger(__name__)
 
@@ -326,5 +327,10 @@ def setup_key(cfg: DictConfig, software: Mapping[str, Any] | None = None) -> str
     parts["server"] = {k: v for k, v in server.items() if k not in SEARCHED and k != "port"}
     if software is not None:
         parts["software"] = dict(software)
+    # What the config names only by reference: the prompts' content (a user's file edited in
+    # place) and the sampling a local generation_config.json supplies.
+    _, source, categories = workload_choice(cfg)
+    parts["prompts"] = prompts_digest(load_prompts(source, 0, categories))
+    parts["sampling"] = sampling_choice(cfg)
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:10]

@@ -20,11 +20,12 @@ from harness.errors import ConfigError
 from harness.workload.formats import parse_file, parse_jsonl
 from harness.workload.prompt import Prompt
 
+__all__ = ["BUILTIN", "REASONING", "Prompt", "load_prompts", "read_source", "select"]
+
 BUILTIN = "builtin"
-# The bundled files, each a JSONL of {"id", "category", "prompt" | "messages"} (package data).
-__all__ = ["BUILTIN", "REASONING", "Prompt", "load_prompts", "read_source", "select", "source_bytes"]
 # The bundled reasoning categories: the default workload (conf/benchmark/workload/reasoning.yaml).
 REASONING = ("math", "code", "science", "logic")
+# The bundled files, each a JSONL of {"id", "category", "prompt" | "messages"} (package data).
 BUNDLED_FILES = ("prompts.jsonl", "long_context.jsonl", "multi_turn.jsonl", "datagen.jsonl")
 
 

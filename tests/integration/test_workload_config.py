@@ -14,7 +14,7 @@ from harness.errors import ConfigError
 from harness.prompts import Prompt
 from harness.spec import BenchmarkSpec
 from sweep.app import CONF_DIR
-from sweep.config import build_benchmark_spec, build_trial_spec
+from sweep.config import build_benchmark_spec, build_trial_spec, setup_key
 
 
 def cfg(*overrides: str):
@@ -117,3 +117,18 @@ def test_the_sampling_reaches_both_apis(api):
         fields[spec.greedy] = {k: params.get(k) for k in ("temperature", "top_p", "top_k")}
     assert fields[False] == {"temperature": 1.0, "top_p": 0.95, "top_k": 40}
     assert fields[True] == {"temperature": 0.0, "top_p": None, "top_k": None}
+
+
+def test_a_baseline_is_not_reused_once_the_prompts_or_the_models_sampling_change(tmp_path):
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"prompt": "one"}\n')
+    overrides = ("benchmark/workload=file", f"benchmark.workload.source={path}")
+    before = setup_key(cfg(*overrides))
+    path.write_text('{"prompt": "one, edited"}\n')
+    assert setup_key(cfg(*overrides)) != before
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "generation_config.json").write_text(json.dumps({"temperature": 0.6}))
+    first = setup_key(cfg(f"model.path={model}"))
+    (model / "generation_config.json").write_text(json.dumps({"temperature": 0.7}))
+    assert setup_key(cfg(f"model.path={model}")) != first
