@@ -78,7 +78,7 @@ def measure(concurrency: int, scale: float, max_tokens: int, folder: Path) -> di
         before = cpu_seconds()
         result = bench.run()
         cpu = cpu_seconds() - before
-    prompts = [p.messages[0]["content"] for p in load_prompts("builtin")]
+    prompts = [p.messages[0]["content"] for p in load_prompts("builtin", 0, spec.categories)]
     argv = [*server_flags(server), *SIM_FLAGS]
     model = modelled_load(
         argv, concurrency, [prompts[i % len(prompts)] for i in range(requests)], max_tokens

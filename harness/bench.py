@@ -96,7 +96,7 @@ class Benchmark:
         self.server_log = server_log
         self.headers = headers or {}  # Authorization when the server has an --api-key
         self.stopped_early = False
-        self.prompts = load_prompts(spec.prompts, spec.seed)
+        self.prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
         self.prompt_plan = PromptPlan(self.prompts, spec)  # warm-up apart, runs disjoint, paired
         self.records: list[RequestRecord] = []  # kept even when a run fails halfway
         self.timelines: list[Timeline] = []  # measured requests' chunk arrivals

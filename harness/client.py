@@ -37,16 +37,26 @@ def is_aborted(error: str | None) -> bool:
     return error is not None and error.startswith(ABORTED)
 
 
+def sampling_fields(spec: BenchmarkSpec) -> dict[str, Any]:
+    """The request's sampling, by SGLang's names in both APIs (ChatCompletionRequest and
+    SamplingParams, srt/entrypoints/openai/protocol.py and srt/sampling/sampling_params.py,
+    0.5.23). Greedy is temperature 0 alone: SGLang then decodes with top_k = 1 whatever else
+    is sent."""
+    if spec.greedy:
+        return {"temperature": 0.0}
+    fields: dict[str, Any] = {"temperature": spec.temperature, "top_p": spec.top_p}
+    if spec.top_k is not None:
+        fields["top_k"] = spec.top_k
+    return fields
+
+
 def request_body(
     spec: BenchmarkSpec, prompt: Prompt, *, speculative: bool
 ) -> tuple[str, dict[str, Any]]:
     """The endpoint and the JSON body for `prompt`."""
     if spec.api == "generate":
         text = "\n".join(m["content"] for m in prompt.messages)
-        params: dict[str, Any] = {
-            "max_new_tokens": spec.max_tokens,
-            "temperature": spec.temperature,
-        }
+        params: dict[str, Any] = {"max_new_tokens": spec.max_tokens, **sampling_fields(spec)}
         if spec.ignore_eos:
             params["ignore_eos"] = True
         return "/generate", {"text": text, "sampling_params": params, "stream": True}
@@ -54,7 +64,7 @@ def request_body(
         "model": spec.model,
         "messages": list(prompt.messages),
         "max_tokens": spec.max_tokens,
-        "temperature": spec.temperature,
+        **sampling_fields(spec),
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "chat_template_kwargs": {"thinking": spec.thinking},

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from harness.sglang import CURRENT, surface
-from harness.sim.perf_model import PerfModel
+from harness.sim.perf_model import PerfModel, sampled_acceptance
 from harness.sim.request import Chunk, Counters, SimRequest, Totals
 from harness.sim.text import stable_hash
 
@@ -149,9 +149,11 @@ class Engine:
         thinking: bool,
         greedy: bool = False,
         prompt_tokens: int | None = None,
+        temperature: float = 1.0,
     ) -> SimRequest:
         """`greedy` (temperature 0): its output (words and length) depends on the prompt alone,
-        as a greedy decode does, speculative or not; sampled, on the request too."""
+        as a greedy decode does, speculative or not; sampled, on the request too, and the
+        higher the `temperature`, the fewer drafts are accepted (perf_model)."""
         self._n_requests += 1
         h = stable_hash(prompt)
         rng = random.Random(hash((self.seed, h, self._n_requests)))
@@ -171,7 +173,8 @@ class Engine:
             natural_tokens=max_new_tokens + 1 if ignore_eos else natural,
             thinking_tokens=thinking_tokens,
             # Easy (formulaic) prompts accept more drafts than hard ones: +-10% around 1.
-            prompt_factor=0.9 + 0.2 * ((h >> 8) % 1000) / 999,
+            prompt_factor=(0.9 + 0.2 * ((h >> 8) % 1000) / 999)
+            * sampled_acceptance(0.0 if greedy else temperature),
             rng=rng,
             text_seed=h if greedy else self._n_requests,
         )

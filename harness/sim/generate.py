@@ -49,7 +49,8 @@ def add_generate_route(app: FastAPI, state: ServerState) -> None:
             max_new,
             ignore_eos=bool(params.get("ignore_eos", False)),
             thinking=True,
-            greedy=params.get("temperature", 1.0) == 0,  # SGLang SamplingParams: 1.0 default
+            greedy=_temperature(params) == 0,
+            temperature=_temperature(params),
             prompt_tokens=prompt[1],
         )
         state.admit(request)
@@ -145,3 +146,9 @@ class _Generation:
             "meta_info": self._meta(finish),
             "index": 0,
         }
+
+
+def _temperature(params: dict) -> float:
+    """The request's temperature; SGLang's SamplingParams default is 1."""
+    value = params.get("temperature")
+    return float(value) if isinstance(value, int | float) else 1.0
