@@ -77,6 +77,11 @@ class RunSummary:
     ttft_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds
     itl_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds per token
     incomplete: bool = False  # a request missed its deadline: recorded, left out of the means
+    # The benchmark process's own CPU over the run (harness/client_cpu.py): seconds, per 1,000
+    # output tokens, and as a share of one core over the run's wall time (None: not measured).
+    client_cpu_s: float | None = None
+    client_cpu_s_per_1k_tokens: float | None = None
+    client_cpu_util: float | None = None
 
 
 @dataclass
