@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from harness.errors import BenchmarkError
+
 CUT = "peer closed connection without sending complete message body"
 MAX_ERROR_BODY = 65536  # a refusal's body is kept up to this many bytes (errors show 300)
 
@@ -187,7 +189,14 @@ class _Connection(asyncio.Protocol):
         if response is None:  # nothing asked: a confused server
             self.close()
             return
-        response.feed(data)
+        try:
+            response.feed(data)
+        except (ValueError, IndexError) as exc:  # not HTTP/1.1 as SGLang's server speaks it
+            if not response.future.done():
+                response.future.set_exception(BenchmarkError(f"malformed HTTP response: {exc}"))
+            self.response = None
+            self.close()
+            return
         if response.finished:
             self.response = None
             if response.keep_alive and not response.buf and not self.closed:

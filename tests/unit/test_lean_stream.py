@@ -182,3 +182,8 @@ def test_a_refused_connection_is_a_request_error():
 
 def test_the_stream_client_is_an_httpx_client_for_everything_else():
     assert issubclass(StreamClient, httpx.AsyncClient)
+
+
+def test_a_response_that_is_not_http_is_a_request_error():
+    [timeline], _ = lean_read("chat", [b"HTTP/1.1 abc\r\n\r\n"])
+    assert timeline.record.error.startswith("BenchmarkError: malformed HTTP response")
