@@ -9,7 +9,7 @@ import pytest
 
 from harness import client_cpu
 from harness.client_cpu import CLIENT_BOUND_UTIL, client_bound
-from harness.results import Outcome, RunSummary
+from harness.results import Outcome, RunSummary, TrialResult
 from harness.trial import run_trial
 from tests.integration.test_trial_faults import trial
 
@@ -45,3 +45,15 @@ def test_each_run_records_the_clients_cpu_and_a_busy_client_is_warned(tmp_path, 
         r["client_cpu_s"] == m.client_cpu_s for r, m in zip(saved["runs"], result.runs, strict=True)
     )
     assert "client_cpu_s_per_1k_tokens" in saved["runs"][0]
+
+
+def test_the_console_says_the_client_was_the_bottleneck():
+    from sweep import console as sweep_console
+
+    result = TrialResult(
+        "t", "trial", Outcome.OK, "sim", True, 1.0, {}, runs=[run(0.93)], warnings=["client_bound"]
+    )
+    with sweep_console.console.capture() as captured:
+        sweep_console.ConsoleReporter(simulated=True).trial_done(result, None)
+    text = " ".join(captured.get().split())
+    assert "benchmark client was busy 93% of a core" in text
