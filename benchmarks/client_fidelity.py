@@ -141,7 +141,10 @@ def measure(
         "model_tok_s": round(model.output_tok_s, 2),
         "measured_tok_s": round(measured, 2),
         "rel_error": round(abs(measured - model.output_tok_s) / model.output_tok_s, 4),
+        # the whole Benchmark.run (client set-up, flush, run): like bench_serving's benchmark()
         "client_cpu_s_per_1k_tokens": round(1000 * cpu / tokens, 4) if tokens else None,
+        # the measured run alone (RunSummary, harness/client_cpu.py): no client set-up, no flush
+        "run_client_cpu_s_per_1k_tokens": run.client_cpu_s_per_1k_tokens,
         "client_cpu_util": run.client_cpu_util,
         "ttft_ms": {k: round(1000 * v, 2) for k, v in run.ttft_p.items()},
         "itl_ms": {k: round(1000 * v, 3) for k, v in run.itl_p.items()},
