@@ -27,7 +27,9 @@ import httpx
 
 from harness.acceptance import accept_by_position, open_window, window_accept_length
 from harness.client import deadline_error, is_aborted, stream_request
+from harness.client_cpu import CpuMeter
 from harness.clock import ServerClock
+from harness.http_stream import StreamClient, event_loop_factory
 from harness.lossless import LosslessOutput, collect
 from harness.metrics import Timeline, aggregate_metrics, restamp, summarize_run
 from harness.prompt_plan import PromptPlan
@@ -110,8 +112,8 @@ class Benchmark:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> Benchmark:
-        self._runner = asyncio.Runner()
-        self._client = httpx.AsyncClient(
+        self._runner = asyncio.Runner(loop_factory=event_loop_factory())
+        self._client = StreamClient(
             base_url=self.base_url,
             limits=httpx.Limits(max_connections=max(self.spec.concurrency) + 4),
             timeout=httpx.Timeout(self.spec.request_deadline_s, connect=30.0),
@@ -169,7 +171,8 @@ class Benchmark:
 
     def measure(self, run: Run) -> RunSummary:
         """One measured run (flush first): its requests at its level, summarised."""
-        summary = self._step(self._measure(run))
+        cpu = CpuMeter.start()
+        summary = cpu.record(self._step(self._measure(run)))
         summary.flushed = self._flushed if self._flush_asked else None
         summary.flush_attempts, self._flush_asked = self._flush_attempts, False
         self.run_summaries.append(summary)

@@ -16,9 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import orjson
 
 from harness.clock import ServerClock
 from harness.errors import BenchmarkError
+from harness.http_stream import SSE, StreamClient, StreamEnded
 from harness.metrics import Timeline
 from harness.prompts import Prompt
 from harness.results import RequestRecord
@@ -92,25 +94,28 @@ async def stream_request(
     path, body = request_body(spec, prompt, speculative=speculative)
     record = RequestRecord(phase, run, concurrency, prompt.id, 0.0, None, None)
     timeline = Timeline(record)
-    record.start_s = server_time(ServerClock.now())
+    points = timeline.points
     state = _StreamState(spec.api)
+    now = ServerClock.now
+
+    stamps = timeline.stamps
+
+    def on_event(data: bytes) -> None:  # one SSE payload: parsed, and timed if it has tokens
+        chunk = orjson.loads(data)
+        if state.add(chunk):
+            points.append((server_time(now()), state.tokens))
+            if "sim_elapsed_s" in chunk:  # the simulator's stamp (harness.metrics.restamp)
+                stamps.append(float(chunk["sim_elapsed_s"]))
+
+    record.start_s = server_time(now())
     try:
         async with asyncio.timeout(spec.request_deadline_s):
-            async with client.stream("POST", path, json=body) as response:
-                if response.status_code != 200:
-                    text = (await response.aread()).decode(errors="replace")[:300]
-                    raise BenchmarkError(f"HTTP {response.status_code}: {text}")
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    chunk = json.loads(data)
-                    if state.add(chunk):
-                        timeline.points.append((server_time(ServerClock.now()), state.tokens))
-                        if "sim_elapsed_s" in chunk:  # the simulator's stamp (harness.metrics)
-                            timeline.stamps.append(float(chunk["sim_elapsed_s"]))
+            if isinstance(client, StreamClient) and client.lean:
+                status, text = await client.stream_events(path, orjson.dumps(body), on_event)
+                if status != 200:
+                    raise BenchmarkError(f"HTTP {status}: {text.decode(errors='replace')[:300]}")
+            else:
+                await _read_with_httpx(client, path, body, SSE(on_event))
         if state.abort is not None:
             with contextlib.suppress(BenchmarkError):
                 state.complete(record)  # the partial counts, kept for the record only
@@ -119,16 +124,29 @@ async def stream_request(
             state.complete(record)
     except TimeoutError:
         record.error = deadline_error(spec)
-    except httpx.RemoteProtocolError as exc:  # 0.5.1.post3 aborts by cutting the stream
+    except (httpx.RemoteProtocolError, StreamEnded) as exc:  # 0.5.1.post3 cuts the stream
         record.error = f"{ABORTED}: the stream ended early ({exc})"
-    except (httpx.HTTPError, BenchmarkError, json.JSONDecodeError) as exc:
+    except (httpx.HTTPError, OSError, BenchmarkError, json.JSONDecodeError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
     if record.error is None:
         record.end_s = server_time(ServerClock.now())
-        timeline.points = state.rescale(timeline.points)
+        timeline.points = state.rescale(points)
         timeline.exact = state.exact
         record.first_token_s = timeline.points[0][0] if timeline.points else None
     return timeline
+
+
+async def _read_with_httpx(
+    client: httpx.AsyncClient, path: str, body: dict[str, Any], sse: SSE
+) -> None:
+    """The same stream through httpx (a plain AsyncClient, an https server): slower per chunk."""
+    async with client.stream("POST", path, json=body) as response:
+        if response.status_code != 200:
+            text = (await response.aread()).decode(errors="replace")[:300]
+            raise BenchmarkError(f"HTTP {response.status_code}: {text}")
+        async for data in response.aiter_bytes():
+            if sse.feed(data):
+                break
 
 
 class _StreamState:

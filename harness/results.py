@@ -82,6 +82,11 @@ class RunSummary:
     # None no flush was asked for. flush_attempts: how many posts it took (or were made).
     flushed: bool | None = None
     flush_attempts: int = 0
+    # The benchmark process's own CPU over the run (harness/client_cpu.py): seconds, per 1,000
+    # output tokens, and as a share of one core over the run's wall time (None: not measured).
+    client_cpu_s: float | None = None
+    client_cpu_s_per_1k_tokens: float | None = None
+    client_cpu_util: float | None = None
 
 
 @dataclass

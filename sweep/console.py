@@ -166,6 +166,14 @@ class ConsoleReporter:
                 "engine or drafter bug). Per prompt: lossless in result.json.",
                 soft_wrap=True,
             )
+        if "client_bound" in result.warnings:
+            busiest = max((r.client_cpu_util or 0.0) for r in result.runs)
+            console.print(
+                f"{self.indent}[yellow]warning:[/] the benchmark client was busy "
+                f"{100 * busiest:.0f}% of a core during a run: the client, not the server, may "
+                "have capped this measurement (client_cpu_* in result.json's runs).",
+                soft_wrap=True,
+            )
         if "drafter_bypassed" in result.warnings:
             console.print(
                 f"{self.indent}[bold red]warning:[/] accept length "
