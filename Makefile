@@ -6,9 +6,11 @@ STAMP := $(VENV)/.installed
 
 COMPAT := .venv-compat
 # SGLang's own argument parser without its GPU stack (shared/reference/install-notes.md): the
-# wheel without dependencies, torch's CPU wheel and the pure-Python modules its parser imports.
+# wheel without dependencies, torch's CPU wheel and the pure-Python modules its parser imports,
+# plus transformers (SGLang's pin) for its bench_serving's tokenizer (tests/compat/stubs shims
+# the rest: sweep/compat_bench.py).
 COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic \
-	pyzmq tqdm ipython aiohttp
+	pyzmq tqdm ipython aiohttp transformers==5.19.0
 
 .PHONY: sweep test compat lint bench ui clean
 
@@ -29,9 +31,10 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 ## Every launch command the shipped configs produce, parsed by SGLang 0.5.23's own parser (and
-## the simulator's, which must agree). CI runs it after the tests.
+## the simulator's, which must agree), then SGLang's own bench_serving against the simulator on
+## the native and OpenAI APIs. CI runs it after the tests.
 compat: $(STAMP) $(COMPAT)/.installed
-	$(PY) -m sweep.compat --python $(COMPAT)/bin/python --json benchmarks/out/compat.json
+	$(PY) -m sweep.compat --python $(COMPAT)/bin/python --bench --json benchmarks/out/compat.json
 
 $(COMPAT)/.installed:
 	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)

@@ -1,21 +1,28 @@
-"""Does the benchmark client measure what the server really does?
+"""Does the benchmark client measure what the server really does, and keep up with it?
 
 Against the simulator at known rates (steady machine, no drift; ignore_eos so every request
 makes exactly max_tokens), measures aggregate output tok/s at concurrency 1, 8, 64 and 256 with
 specsweep's client and compares each with the simulator's own engine run to completion on an
 instant clock (`harness.sim.oracle.modelled_load`); also the client's CPU seconds per 1,000
-streamed tokens. The clock scale drops as concurrency grows, so the server keeps up on 2 cores.
-SGLang's bench_serving is measured beside it when installed (it needs SGLang's compat env).
+streamed tokens. On the same server, in the same run, SGLang's own `bench_serving` (`--backend
+sglang` on /generate, the random-ids dataset, a word-level tokenizer it builds offline) measures
+the same load; its throughput, TTFT, ITL and CPU per 1,000 tokens are printed beside ours, on the
+server's clock (bench_serving knows no clock scale: its wall-clock numbers are converted). The
+clock scale drops as concurrency grows, so the server keeps up on 2 cores.
 
-    python benchmarks/client_fidelity.py [--max-tokens 512] [--json PATH]
+bench_serving runs in SGLang's compat env (`make compat`: .venv-compat; --compat-python), through
+benchmarks/_bench_serving_cpu.py, which times its benchmark coroutine alone (not SGLang's import).
+
+    python benchmarks/client_fidelity.py [--max-tokens 512] [--json PATH] [--levels 1,8]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
+import os
 import resource
+import subprocess
 import sys
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -41,12 +48,49 @@ LEVELS = {1: 1.0, 8: 2.0, 64: 2.0, 256: 1.0}
 SIM_FLAGS = ("--sim-drift", "0", "--sim-seed", "0", "--sim-load-s", "5")
 
 
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+INPUT_LEN = 64  # bench_serving's random prompts, in tokens of its tokenizer
+
+
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(concurrency: int, scale: float, max_tokens: int, folder: Path) -> dict:
+def bench_serving(
+    python: Path, base_url: str, concurrency: int, requests: int, max_tokens: int, folder: Path
+) -> dict:
+    """SGLang's bench_serving against the running server: its result and its CPU time."""
+    out, cpu_out = folder / f"bs{concurrency}.jsonl", folder / f"bs{concurrency}.cpu.json"
+    argv = [
+        *("--backend", "sglang", "--base-url", base_url, "--model", "m"),
+        *("--dataset-name", "random-ids", "--random-input-len", str(INPUT_LEN)),
+        *("--random-output-len", str(max_tokens), "--random-range-ratio", "1.0"),
+        *("--num-prompts", str(requests), "--max-concurrency", str(concurrency)),
+        *("--warmup-requests", "0", "--ready-check-timeout-sec", "0", "--disable-tqdm"),
+        *("--seed", "0", "--output-file", str(out)),
+    ]
+    script = ROOT / "benchmarks" / "_bench_serving_cpu.py"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    before = cpu_seconds(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [str(python), str(script), str(cpu_out), str(folder / "tokenizer"), "--", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    process_cpu = cpu_seconds(resource.RUSAGE_CHILDREN) - before
+    if done.returncode != 0 or not out.is_file():
+        raise RuntimeError(f"bench_serving failed: {(done.stdout + done.stderr)[-2000:]}")
+    result = json.loads(out.read_text().splitlines()[-1])
+    result["cpu"] = json.loads(cpu_out.read_text())
+    result["process_cpu_s"] = process_cpu  # the whole subprocess: SGLang's import included
+    return result
+
+
+def measure(
+    concurrency: int, scale: float, max_tokens: int, folder: Path, compat: Path | None
+) -> dict:
     server = ServerSpec(
         model_path="moonshotai/Kimi-K2.5",
         tp_size=8,
@@ -78,63 +122,137 @@ def measure(concurrency: int, scale: float, max_tokens: int, folder: Path) -> di
         before = cpu_seconds()
         result = bench.run()
         cpu = cpu_seconds() - before
-    prompts = [p.messages[0]["content"] for p in load_prompts("builtin")]
+        theirs = None
+        if compat is not None:
+            theirs = bench_serving(
+                compat, command.base_url, concurrency, requests, max_tokens, folder
+            )
+    prompts = [p.messages[0]["content"] for p in load_prompts("builtin", 0, spec.categories)]
     argv = [*server_flags(server), *SIM_FLAGS]
     model = modelled_load(
         argv, concurrency, [prompts[i % len(prompts)] for i in range(requests)], max_tokens
     )
     measured = result.metrics[f"output_tok_s_c{concurrency}"]
     tokens = sum(r.completion_tokens or 0 for r in result.records)
-    return {
+    run = result.runs[-1]
+    level = {
         "concurrency": concurrency,
         "clock_scale": scale,
         "model_tok_s": round(model.output_tok_s, 2),
         "measured_tok_s": round(measured, 2),
         "rel_error": round(abs(measured - model.output_tok_s) / model.output_tok_s, 4),
+        # the whole Benchmark.run (client set-up, flush, run): like bench_serving's benchmark()
         "client_cpu_s_per_1k_tokens": round(1000 * cpu / tokens, 4) if tokens else None,
+        # the measured run alone (RunSummary, harness/client_cpu.py): no client set-up, no flush
+        "run_client_cpu_s_per_1k_tokens": run.client_cpu_s_per_1k_tokens,
+        "client_cpu_util": run.client_cpu_util,
+        "ttft_ms": {k: round(1000 * v, 2) for k, v in run.ttft_p.items()},
+        "itl_ms": {k: round(1000 * v, 3) for k, v in run.itl_p.items()},
     }
+    if theirs is not None:
+        level["bench_serving"] = on_server_clock(theirs, scale)
+    return level
+
+
+def on_server_clock(theirs: dict, scale: float) -> dict:
+    """bench_serving's numbers, converted from wall-clock to the server's clock."""
+    tokens = theirs["total_output_tokens"]
+    return {
+        "output_tok_s": round(theirs["output_throughput"] / scale, 2),
+        "ttft_ms": {p: round(theirs[f"{k}_ttft_ms"] * scale, 2) for p, k in PERCENTILES},
+        "itl_ms": {p: round(theirs[f"{k}_itl_ms"] * scale, 3) for p, k in PERCENTILES},
+        "completed": theirs["completed"],
+        "client_cpu_s_per_1k_tokens": round(1000 * theirs["cpu"]["cpu_s"] / tokens, 4),
+        "process_cpu_s_per_1k_tokens": round(1000 * theirs["process_cpu_s"] / tokens, 4),
+    }
+
+
+PERCENTILES = (("p50", "median"), ("p90", "p90"), ("p99", "p99"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/out/client_fidelity.json")
+    parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="e.g. 1,8")
+    parser.add_argument(
+        "--compat-python",
+        type=Path,
+        default=ROOT / ".venv-compat" / "bin" / "python",
+        help="SGLang's compat env (make compat), for bench_serving",
+    )
     args = parser.parse_args()
+    compat = args.compat_python if args.compat_python.is_file() else None
+    chosen = [int(c) for c in args.levels.split(",")]
     with TemporaryDirectory() as tmp:
-        levels = [measure(c, scale, args.max_tokens, Path(tmp)) for c, scale in LEVELS.items()]
-    cpu = [lv["client_cpu_s_per_1k_tokens"] for lv in levels if lv["client_cpu_s_per_1k_tokens"]]
-    report = {
-        "levels": levels,
-        "client_cpu_s_per_1k_tokens": round(sum(cpu) / len(cpu), 4),
-        "max_tokens": args.max_tokens,
-    }
-    if importlib.util.find_spec("sglang") is None:
-        report["bench_serving"] = "not installed: SGLang's bench_serving needs its own env"
-    table = Table(title="Client fidelity: measured vs modelled aggregate output tok/s (simulated)")
-    for column in (
-        "concurrency",
-        "clock scale",
-        "modelled tok/s",
-        "measured tok/s",
-        "rel. error",
-        "client CPU s / 1k tokens",
-    ):
-        table.add_column(column, justify="right")
-    for lv in levels:
-        table.add_row(
-            str(lv["concurrency"]),
-            f"{lv['clock_scale']:g}",
-            f"{lv['model_tok_s']:.1f}",
-            f"{lv['measured_tok_s']:.1f}",
-            f"{100 * lv['rel_error']:.2f}%",
-            f"{lv['client_cpu_s_per_1k_tokens']:.3f}",
-        )
-    Console(width=max(Console().width, 120)).print(table)
+        levels = [measure(c, LEVELS[c], args.max_tokens, Path(tmp), compat) for c in chosen]
+    report = {"levels": levels, "max_tokens": args.max_tokens, **summary(levels)}
+    if compat is None:
+        report["bench_serving"] = f"not measured: no SGLang compat env at {args.compat_python}"
+    Console(width=max(Console().width, 160)).print(table(levels))
     if "bench_serving" in report:
         print(f"bench_serving: {report['bench_serving']}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.json}")
+
+
+def summary(levels: list[dict]) -> dict:
+    """The headline: the worst level's CPU per 1k tokens, ours and bench_serving's."""
+    ours = [lv["client_cpu_s_per_1k_tokens"] for lv in levels if lv["client_cpu_s_per_1k_tokens"]]
+    theirs = [
+        lv["bench_serving"]["client_cpu_s_per_1k_tokens"] for lv in levels if "bench_serving" in lv
+    ]
+    out = {"client_cpu_s_per_1k_tokens": max(ours) if ours else None}
+    if theirs:
+        out["bench_serving_cpu_s_per_1k_tokens"] = max(theirs)
+        out["cpu_at_most_bench_serving"] = all(
+            lv["client_cpu_s_per_1k_tokens"] <= lv["bench_serving"]["client_cpu_s_per_1k_tokens"]
+            for lv in levels
+            if "bench_serving" in lv
+        )
+    return out
+
+
+def table(levels: list[dict]) -> Table:
+    out = Table(title="Client fidelity (simulated; server clock): specsweep vs bench_serving")
+    columns = (
+        "C",
+        "clock",
+        "modelled tok/s",
+        "ours tok/s",
+        "rel. error",
+        "bench_serving tok/s",
+        "TTFT p50 ms ours / bs",
+        "ITL p50 ms ours / bs",
+        "ITL p99 ms ours / bs",
+        "CPU s / 1k tok ours / bs",
+    )
+    for column in columns:
+        out.add_column(column, justify="right")
+    for lv in levels:
+        bs = lv.get("bench_serving") or {}
+
+        def pair(key: str, p: str, lv=lv, bs=bs) -> str:
+            theirs = bs.get(key, {}).get(p)
+            return f"{lv[key].get(p, float('nan')):.1f} / " + (
+                f"{theirs:.1f}" if theirs is not None else "-"
+            )
+
+        cpu = bs.get("client_cpu_s_per_1k_tokens")
+        out.add_row(
+            str(lv["concurrency"]),
+            f"{lv['clock_scale']:g}",
+            f"{lv['model_tok_s']:.1f}",
+            f"{lv['measured_tok_s']:.1f}",
+            f"{100 * lv['rel_error']:.2f}%",
+            f"{bs['output_tok_s']:.1f}" if bs else "-",
+            pair("ttft_ms", "p50"),
+            pair("itl_ms", "p50"),
+            pair("itl_ms", "p99"),
+            f"{lv['client_cpu_s_per_1k_tokens']:.3f} / " + (f"{cpu:.3f}" if cpu else "-"),
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -29,12 +29,15 @@ import httpx
 
 from harness.acceptance import accept_by_position, open_window, window_accept_length
 from harness.client import deadline_error, is_aborted, stream_request
+from harness.client_cpu import CpuMeter
 from harness.clock import ServerClock
+from harness.http_stream import StreamClient, event_loop_factory
 from harness.lossless import LosslessOutput, collect
 from harness.metrics import Timeline, aggregate_metrics, restamp, steady_window, summarize_run
 from harness.prompt_plan import PromptPlan
 from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
+from harness.sglang import FLUSH_TIMEOUT_PARAM
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.stats import summarize
 from harness.steady import is_cut, keep_in_flight
@@ -45,6 +48,12 @@ WATCH_INTERVAL_S = 0.2  # how often the server's process and log are checked dur
 # line outliving the harness's grace): a request refused by a server that is being killed must
 # not leave a run of errors that reads as a measurement.
 SETTLE_S = 1.0
+# The flush before a run (docs/reliability.md): each attempt asks SGLang to wait up to
+# FLUSH_WAIT_S for its scheduler to be idle (`?timeout=`, 0.5.22+; an older server ignores it and
+# answers at once); a refused attempt is retried after FLUSH_BACKOFF_S, doubled each time.
+FLUSH_WAIT_S = 10.0
+FLUSH_ATTEMPTS = 5
+FLUSH_BACKOFF_S = 0.25
 T = TypeVar("T")
 
 
@@ -92,20 +101,22 @@ class Benchmark:
         self.server_log = server_log
         self.headers = headers or {}  # Authorization when the server has an --api-key
         self.stopped_early = False
-        self.prompts = load_prompts(spec.prompts, spec.seed)
+        self.prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
         self.prompt_plan = PromptPlan(self.prompts, spec)  # warm-up apart, runs disjoint, paired
         self.records: list[RequestRecord] = []  # kept even when a run fails halfway
         self.timelines: list[Timeline] = []  # measured requests' chunk arrivals
         self.run_summaries: list[RunSummary] = []
         self._origin = ServerClock.now()  # every time is relative to the benchmark's start
         self._flushed = False  # whether the flush before the coming run worked
+        self._flush_attempts = 0  # how many posts that flush took
+        self._flush_asked = False  # whether a flush preceded the coming run at all
         self._runner: asyncio.Runner | None = None
         self._client: httpx.AsyncClient | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> Benchmark:
-        self._runner = asyncio.Runner()
-        self._client = httpx.AsyncClient(
+        self._runner = asyncio.Runner(loop_factory=event_loop_factory())
+        self._client = StreamClient(
             base_url=self.base_url,
             limits=httpx.Limits(max_connections=max(self.spec.concurrency) + 4),
             timeout=httpx.Timeout(self.spec.request_deadline_s, connect=30.0),
@@ -154,13 +165,19 @@ class Benchmark:
                     return
 
     def flush(self) -> bool:
-        """Empty the server's cache before a measured run; False (and a warning) if it failed."""
-        self._flushed = self._step(self._flush())
+        """Empty the server's cache before a measured run, waiting for its scheduler to be idle
+        and retrying a refusal; False (and a warning) if every attempt failed. The outcome and
+        the number of attempts go on the coming run's summary (`flushed`, `flush_attempts`)."""
+        self._flushed, self._flush_attempts = self._step(self._flush())
+        self._flush_asked = True
         return self._flushed
 
     def measure(self, run: Run) -> RunSummary:
         """One measured run (flush first): its requests at its level, summarised."""
-        summary = self._step(self._measure(run))
+        cpu = CpuMeter.start()
+        summary = cpu.record(self._step(self._measure(run)))
+        summary.flushed = self._flushed if self._flush_asked else None
+        summary.flush_attempts, self._flush_asked = self._flush_attempts, False
         self.run_summaries.append(summary)
         return summary
 
@@ -242,13 +259,34 @@ class Benchmark:
         """The prompts of this phase/run in sending order, endless (harness.prompt_plan)."""
         return self.prompt_plan.source(phase, run, concurrency)
 
-    async def _flush(self) -> bool:
+    async def _flush(self) -> tuple[bool, int]:
+        """(flushed, attempts). SGLang refuses a flush with 400 until its scheduler is fully
+        idle, which it is not yet right after the last response (the overlap scheduler's last
+        step is still in flight): each attempt waits for idle server-side where SGLang can
+        (`?timeout=`), and a refusal is retried with backoff."""
         assert self._client is not None
-        try:
-            return (await self._client.post("/flush_cache")).status_code == 200
-        except httpx.HTTPError as exc:
-            log.warning("flush_cache failed: %s", exc)
-            return False
+        params = {FLUSH_TIMEOUT_PARAM: FLUSH_WAIT_S}
+        timeout = httpx.Timeout(FLUSH_WAIT_S + 30.0, connect=30.0)
+        backoff, why = FLUSH_BACKOFF_S, ""
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                response = await self._client.post("/flush_cache", params=params, timeout=timeout)
+                if response.status_code == 200:
+                    return True, attempt
+                why = f"{response.status_code} {response.text.strip()[:120]!r}"
+            except httpx.HTTPError as exc:
+                why = f"{type(exc).__name__}: {exc}"
+            log.info("flush_cache attempt %d refused: %s", attempt, why)
+            if attempt < FLUSH_ATTEMPTS:
+                await asyncio.sleep(backoff)
+                backoff *= 2
+        log.warning(
+            "flush_cache failed after %d attempts (%s): the coming run's cache and speculative "
+            "counters span earlier runs",
+            FLUSH_ATTEMPTS,
+            why,
+        )
+        return False, FLUSH_ATTEMPTS
 
     async def _measure(self, run: Run) -> RunSummary:
         assert self._client is not None

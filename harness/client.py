@@ -16,9 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import orjson
 
 from harness.clock import ServerClock
 from harness.errors import BenchmarkError
+from harness.http_stream import SSE, StreamClient, StreamEnded
 from harness.metrics import Timeline
 from harness.prompts import Prompt
 from harness.results import RequestRecord
@@ -37,16 +39,26 @@ def is_aborted(error: str | None) -> bool:
     return error is not None and error.startswith(ABORTED)
 
 
+def sampling_fields(spec: BenchmarkSpec) -> dict[str, Any]:
+    """The request's sampling, by SGLang's names in both APIs (ChatCompletionRequest and
+    SamplingParams, srt/entrypoints/openai/protocol.py and srt/sampling/sampling_params.py,
+    0.5.23). Greedy is temperature 0 alone: SGLang then decodes with top_k = 1 whatever else
+    is sent."""
+    if spec.greedy:
+        return {"temperature": 0.0}
+    fields: dict[str, Any] = {"temperature": spec.temperature, "top_p": spec.top_p}
+    if spec.top_k is not None:
+        fields["top_k"] = spec.top_k
+    return fields
+
+
 def request_body(
     spec: BenchmarkSpec, prompt: Prompt, *, speculative: bool
 ) -> tuple[str, dict[str, Any]]:
     """The endpoint and the JSON body for `prompt`."""
     if spec.api == "generate":
         text = "\n".join(m["content"] for m in prompt.messages)
-        params: dict[str, Any] = {
-            "max_new_tokens": spec.max_tokens,
-            "temperature": spec.temperature,
-        }
+        params: dict[str, Any] = {"max_new_tokens": spec.max_tokens, **sampling_fields(spec)}
         if spec.ignore_eos:
             params["ignore_eos"] = True
         return "/generate", {"text": text, "sampling_params": params, "stream": True}
@@ -54,7 +66,7 @@ def request_body(
         "model": spec.model,
         "messages": list(prompt.messages),
         "max_tokens": spec.max_tokens,
-        "temperature": spec.temperature,
+        **sampling_fields(spec),
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "chat_template_kwargs": {"thinking": spec.thinking},
@@ -86,25 +98,28 @@ async def stream_request(
     timeline = Timeline(record)
     if on_start is not None:
         on_start(timeline)
-    record.start_s = server_time(ServerClock.now())
+    points = timeline.points
     state = _StreamState(spec.api)
+    now = ServerClock.now
+
+    stamps = timeline.stamps
+
+    def on_event(data: bytes) -> None:  # one SSE payload: parsed, and timed if it has tokens
+        chunk = orjson.loads(data)
+        if state.add(chunk):
+            points.append((server_time(now()), state.tokens))
+            if "sim_elapsed_s" in chunk:  # the simulator's stamp (harness.metrics.restamp)
+                stamps.append(float(chunk["sim_elapsed_s"]))
+
+    record.start_s = server_time(now())
     try:
         async with asyncio.timeout(spec.request_deadline_s):
-            async with client.stream("POST", path, json=body) as response:
-                if response.status_code != 200:
-                    text = (await response.aread()).decode(errors="replace")[:300]
-                    raise BenchmarkError(f"HTTP {response.status_code}: {text}")
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    chunk = json.loads(data)
-                    if state.add(chunk):
-                        timeline.points.append((server_time(ServerClock.now()), state.tokens))
-                        if "sim_elapsed_s" in chunk:  # the simulator's stamp (harness.metrics)
-                            timeline.stamps.append(float(chunk["sim_elapsed_s"]))
+            if isinstance(client, StreamClient) and client.lean:
+                status, text = await client.stream_events(path, orjson.dumps(body), on_event)
+                if status != 200:
+                    raise BenchmarkError(f"HTTP {status}: {text.decode(errors='replace')[:300]}")
+            else:
+                await _read_with_httpx(client, path, body, SSE(on_event))
         if state.abort is not None:
             with contextlib.suppress(BenchmarkError):
                 state.complete(record)  # the partial counts, kept for the record only
@@ -113,16 +128,29 @@ async def stream_request(
             state.complete(record)
     except TimeoutError:
         record.error = deadline_error(spec)
-    except httpx.RemoteProtocolError as exc:  # 0.5.1.post3 aborts by cutting the stream
+    except (httpx.RemoteProtocolError, StreamEnded) as exc:  # 0.5.1.post3 cuts the stream
         record.error = f"{ABORTED}: the stream ended early ({exc})"
-    except (httpx.HTTPError, BenchmarkError, json.JSONDecodeError) as exc:
+    except (httpx.HTTPError, OSError, BenchmarkError, json.JSONDecodeError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
     if record.error is None:
         record.end_s = server_time(ServerClock.now())
-        timeline.points = state.rescale(timeline.points)
+        timeline.points = state.rescale(points)
         timeline.exact = state.exact
         record.first_token_s = timeline.points[0][0] if timeline.points else None
     return timeline
+
+
+async def _read_with_httpx(
+    client: httpx.AsyncClient, path: str, body: dict[str, Any], sse: SSE
+) -> None:
+    """The same stream through httpx (a plain AsyncClient, an https server): slower per chunk."""
+    async with client.stream("POST", path, json=body) as response:
+        if response.status_code != 200:
+            text = (await response.aread()).decode(errors="replace")[:300]
+            raise BenchmarkError(f"HTTP {response.status_code}: {text}")
+        async for data in response.aiter_bytes():
+            if sse.feed(data):
+                break
 
 
 class _StreamState:

@@ -77,6 +77,16 @@ class RunSummary:
     ttft_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds
     itl_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds per token
     incomplete: bool = False  # a request missed its deadline: recorded, left out of the means
+    # The /flush_cache before the run: True it worked (the server's cache and speculative counters
+    # cover this run only), False it failed after every attempt (they span earlier runs too),
+    # None no flush was asked for. flush_attempts: how many posts it took (or were made).
+    flushed: bool | None = None
+    flush_attempts: int = 0
+    # The benchmark process's own CPU over the run (harness/client_cpu.py): seconds, per 1,000
+    # output tokens, and as a share of one core over the run's wall time (None: not measured).
+    client_cpu_s: float | None = None
+    client_cpu_s_per_1k_tokens: float | None = None
+    client_cpu_util: float | None = None
     # Time per output token after the first, per request: (end - first token) / (tokens - 1).
     tpot_p: dict[str, float] = field(default_factory=dict)  # p50/p90/p99 seconds per token
     # Steady state (C > 1, docs/benchmark.md): the window [open, close] on the server's clock,

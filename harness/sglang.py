@@ -44,6 +44,18 @@ READY_LINE = "The server is fired up and ready to roll!"
 TOPK_ONE_ONLY_BACKENDS = ("trtllm_mha",)
 TOPK_BACKEND_REFUSAL = "trtllm_mha backend only supports topk = 1 for speculative decoding."
 
+# /flush_cache (reference: docs/reliability.md "A flush that is known to have happened"). SGLang
+# flushes only when the scheduler is fully idle (0.5.23 managers/scheduler.py `is_fully_idle`:
+# no running or waiting request, `last_batch` empty and, with the overlap scheduler, an empty
+# `result_queue`), else answers 400. 0.5.22 and 0.5.23 take `?timeout=SECONDS`
+# (entrypoints/http_server.py::flush_cache, managers/scheduler_components/flush_wrapper.py): the
+# flush waits up to that long for idle, then fails with FLUSH_TIMED_OUT. 0.5.1.post3 has no such
+# parameter (FastAPI ignores an unknown query parameter: it answers at once) and answers a
+# refusal with the success text and status 400.
+FLUSH_TIMEOUT_PARAM = "timeout"
+FLUSH_TIMED_OUT = "Timed out waiting for idle state."
+FLUSH_FAILED = "Flush cache failed.\n"  # 0.5.22+, a refusal without a message
+
 # The speculative algorithms of the EAGLE family (§2a `_handle_eagle_family`); NEXTN is an alias.
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 # SGLang resets an unset max_running_requests to this when speculation is on (both surfaces).
@@ -77,6 +89,7 @@ class Surface:
     auto_speculative_params: Mapping[str, tuple[int, int, int]]
     auto_speculative_fallback: tuple[int, int, int]
     legacy: bool  # the 0.5.1-era formats (logs, metrics, per-request fields)
+    flush_waits_for_idle: bool = True  # /flush_cache?timeout= waits for idle (FLUSH_TIMEOUT_PARAM)
     # A flag only this surface's parser has: what tells an installed SGLang's surface apart.
     marker_flag: str = ""
 
@@ -213,6 +226,7 @@ _SURFACES = {
         ),
         auto_speculative_fallback=(5, 4, 8),
         legacy=True,
+        flush_waits_for_idle=False,
         marker_flag="--cuda-graph-max-bs",
     ),
 }

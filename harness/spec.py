@@ -16,6 +16,7 @@ from harness.errors import ConfigError
 from harness.results import RunSummary
 from harness.sglang import CURRENT, EAGLE_FAMILY, VERSIONS
 from harness.stats import summarize
+from harness.workload import REASONING
 
 ENGINES = ("sim", "sglang")
 SGLANG_VERSIONS = VERSIONS  # the SGLang surfaces specsweep speaks (harness.sglang)
@@ -173,7 +174,9 @@ APIS = ("chat", "generate")
 @dataclass(frozen=True)
 class BenchmarkSpec:
     model: str  # the "model" field of each request
-    prompts: str = "builtin"
+    prompts: str = "builtin"  # the workload's source: builtin (harness/data) or a file
+    workload: str = "reasoning"  # the workload's name (conf/benchmark/workload/)
+    categories: tuple[str, ...] = REASONING  # the categories drawn from the source; (): all
     api: str = "chat"  # chat: /v1/chat/completions; generate: SGLang's native /generate
     max_tokens: int = 2048
     warmup: int = 2
@@ -186,7 +189,12 @@ class BenchmarkSpec:
     # Completions inside a steady-state window at concurrency C > 1 (docs/benchmark.md,
     # "Steady-state throughput"); None: max(C, 16).
     window_completions: int | None = None
+    # Sampling of every measured request (the lossless check is always greedy): from the model's
+    # config group or its generation_config.json (sweep.config); temperature 0 is greedy.
     temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int | None = None  # None: not sent (SGLang: -1, the whole vocabulary)
+    sampling_source: str = ""  # where the values came from, for the record
     ignore_eos: bool = False
     thinking: bool = True  # chat template reasoning mode (Kimi/Qwen "thinking")
     # Per-request deadline, wall seconds. None: derived from max_tokens at min_request_tok_s,
@@ -230,7 +238,21 @@ class BenchmarkSpec:
                 self.window_completions is None or 1 <= self.window_completions <= 100000,
                 f"benchmark.window_completions={self.window_completions}: 1..100000 (or null)",
             ),
-            (0.0 <= self.temperature <= 2.0, f"benchmark.temperature={self.temperature}: 0..2"),
+            (
+                0.0 <= self.temperature <= 2.0,
+                f"model.sampling.temperature={self.temperature} ({self.sampling_source or 'set'}): "
+                "0..2, 0 for greedy",
+            ),
+            (
+                0.0 < self.top_p <= 1.0,
+                f"model.sampling.top_p={self.top_p} ({self.sampling_source or 'set'}): (0, 1], "
+                "1 for no nucleus cut",
+            ),
+            (
+                self.top_k is None or self.top_k == -1 or (_is_int(self.top_k) and self.top_k >= 1),
+                f"model.sampling.top_k={self.top_k} ({self.sampling_source or 'set'}): -1 (off), "
+                ">= 1, or null to leave it unset",
+            ),
             (
                 self.request_timeout_s is None or self.request_timeout_s > 0,
                 f"benchmark.request_timeout_s={self.request_timeout_s}: must be > 0 (or null to "
@@ -254,6 +276,10 @@ class BenchmarkSpec:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"{message} (out of range).")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
 
     @property
     def request_deadline_s(self) -> float:

@@ -22,6 +22,7 @@ from harness import lossless
 from harness.acceptance import decays
 from harness.bench import Benchmark, BenchmarkResult
 from harness.client import deadline_error, is_aborted
+from harness.client_cpu import client_bound
 from harness.clock import ServerClock
 from harness.command import ServerCommand, build_server_command
 from harness.drafter_gate import check_drafter
@@ -240,10 +241,14 @@ def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> N
         result.warnings.append("stalled_requests")
     if any(is_aborted(e) for e in measured_errors):
         result.warnings.append("aborted_requests")  # its runs were replaced like stalled ones
+    if any(r.flushed is False for r in measured.runs):
+        result.warnings.append("flush_failed")  # its runs' cache and counters span earlier runs
     accept = result.metrics.get("accept_len")
     if spec.server.speculative and accept is not None and accept <= BYPASSED_ACCEPT_LEN:
         # Every draft rejected: the seeds' EAGLE-vs-EAGLE3 failure, or a broken drafter.
         result.warnings.append("drafter_bypassed")
+    if client_bound(measured.runs):
+        result.warnings.append("client_bound")  # the client's core, not the server, was the cap
 
 
 def _judge_lossless(

@@ -15,6 +15,7 @@ from harness.errors import ConfigError
 from harness.layout import ResultsLayout
 from harness.results import Outcome, TrialResult
 from harness.trial import run_trial
+from harness.workload import record as workload_record
 from sweep import provenance
 from sweep.config import build_trial_spec, check_drafter
 from sweep.console import ConsoleReporter, console
@@ -52,6 +53,11 @@ def run_job(
         result.write(folder)
         return result
     provenance.write(cfg, build_server_command(spec.server, spec.engine), folder)
+    b = spec.benchmark
+    sampling = {"temperature": b.temperature, "top_p": b.top_p, "top_k": b.top_k}
+    workload_record.write(
+        folder, b.workload, b.prompts, b.categories, {**sampling, "source": b.sampling_source}
+    )
     return run_trial(spec, folder, reporter)
 
 

@@ -6,6 +6,9 @@ baseline), then parses each with SGLang's `ServerArgs.add_cli_args` in the Pytho
 environment with SGLang installed: `make compat` builds one without GPU packages) and with the
 simulator's parser, and checks the two agree on every flag given. Exit status 1 on any
 disagreement, with the command and SGLang's own error.
+
+With `--bench` it then runs SGLang's own `bench_serving` from that environment against the
+simulator on the native and OpenAI APIs (`sweep.compat_bench`).
 """
 
 from __future__ import annotations
@@ -132,11 +135,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", required=True, help="a Python with SGLang installed")
     parser.add_argument("--sglang-version", default=CURRENT, choices=VERSIONS)
     parser.add_argument("--json", type=Path, help="write the commands and verdicts here")
+    parser.add_argument(
+        "--bench",
+        action="store_true",
+        help="also run SGLang's bench_serving against the simulator (native and OpenAI APIs)",
+    )
     args = parser.parse_args(argv)
     failures = check(args.python, args.sglang_version)
+    bench: dict[str, dict] = {}
+    if args.bench:
+        from harness.procs import free_port
+        from sweep.compat_bench import check_bench
+
+        print("SGLang's bench_serving against the simulator:")
+        bench_failures, bench = check_bench(args.python, free_port())
+        failures += bench_failures
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"failures": failures}, indent=2))
+        args.json.write_text(json.dumps({"failures": failures, "bench_serving": bench}, indent=2))
     for failure in failures:
         print(failure, file=sys.stderr)
     print("compat: " + ("FAILED" if failures else "every command parses in SGLang and agrees"))

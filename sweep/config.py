@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,8 +22,13 @@ from harness.flags import detected_surface
 from harness.layout import ResultsLayout
 from harness.prompt_plan import check_fits
 from harness.prompts import load_prompts
+from harness.sampling import MODES as SAMPLING_MODES
+from harness.sampling import generation_config_sampling
 from harness.sglang import CURRENT, SPEC_MAX_RUNNING_REQUESTS
 from harness.spec import BenchmarkSpec, EarlyStop, EngineSpec, ServerSpec, TrialSpec
+from harness.workload.record import digest as prompts_digest
+
+log = logging.getLogger(__name__)
 
 SEARCHED = (
     "speculative_num_steps",
@@ -42,6 +48,10 @@ PARAM_KEYS = (
     "model",
     "hardware",
     "max_tokens",
+    "workload",
+    "temperature",
+    "top_p",
+    "top_k",
 )
 
 
@@ -155,12 +165,71 @@ def _server_env(cfg: DictConfig) -> dict[str, str]:
     return env
 
 
+def workload_choice(cfg: DictConfig) -> tuple[str, str, tuple[str, ...]]:
+    """The workload's name, source and categories (benchmark.workload; benchmark.prompts=PATH
+    is the old spelling of benchmark/workload=file)."""
+    b = cfg.benchmark
+    w = b.workload
+    if b.prompts is not None:
+        log.warning(
+            "benchmark.prompts is deprecated: use benchmark/workload=file "
+            "benchmark.workload.source=%s (or benchmark/workload=<name> for a bundled set)",
+            b.prompts,
+        )
+        if b.prompts != "builtin":
+            return "file", b.prompts, ()
+    if w.source is None:
+        raise ConfigError(
+            f"benchmark.workload.source is required for workload {w.name!r}: give "
+            "benchmark.workload.source=/path/to/prompts.jsonl (JSONL of prompt or messages "
+            "records, or ShareGPT JSON/JSONL)."
+        )
+    return w.name, w.source, tuple(w.categories)
+
+
+def sampling_choice(cfg: DictConfig) -> dict[str, Any]:
+    """temperature/top_p/top_k for every measured request, and where they came from: greedy
+    when benchmark.sampling=greedy; else the model's generation_config.json where the checkpoint
+    is on this machine (model.sampling.from_generation_config), else model.sampling."""
+    b, s = cfg.benchmark, cfg.model.sampling
+    if b.sampling not in SAMPLING_MODES:
+        raise ConfigError(
+            f"benchmark.sampling={b.sampling!r} is unknown: use one of "
+            f"{', '.join(SAMPLING_MODES)} (model: the model's own sampling, model.sampling; "
+            "greedy: temperature 0)."
+        )
+    if b.sampling == "greedy":
+        return {"temperature": 0.0, "top_p": 1.0, "top_k": None, "source": "benchmark.sampling"}
+    values: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k}
+    source = f"model.sampling ({cfg.model.name})"
+    found = generation_config_sampling(cfg.model.path) if s.from_generation_config else None
+    if found is not None:
+        values.update(found[0])
+        source = str(found[1])
+    if b.temperature is not None:
+        log.warning(
+            "benchmark.temperature is deprecated: use model.sampling.temperature=%s, or "
+            "benchmark.sampling=greedy for 0",
+            b.temperature,
+        )
+        values["temperature"] = b.temperature
+        source = "benchmark.temperature"
+    values["temperature"] = float(values["temperature"])
+    values["top_p"] = float(values["top_p"])
+    return {**values, "source": source}
+
+
 def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
     b = cfg.benchmark
-    load_prompts(b.prompts, b.seed)  # a malformed prompt file fails here, not after a launch
+    name, source, categories = workload_choice(cfg)
+    # a malformed prompt file or an unknown category fails here, not after a launch
+    load_prompts(source, b.seed, categories)
+    sampling = sampling_choice(cfg)
     return BenchmarkSpec(
         model=cfg.model.path,
-        prompts=b.prompts,
+        prompts=source,
+        workload=name,
+        categories=categories,
         api=b.api,
         max_tokens=b.max_tokens,
         warmup=b.warmup,
@@ -169,7 +238,10 @@ def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
         requests_per_run=b.requests_per_run,
         requests_per_level=tuple(b.requests_per_level),
         window_completions=b.get("window_completions"),
-        temperature=b.temperature,
+        temperature=sampling["temperature"],
+        top_p=sampling["top_p"],
+        top_k=sampling["top_k"],
+        sampling_source=sampling["source"],
         ignore_eos=b.ignore_eos,
         thinking=b.thinking,
         request_timeout_s=b.request_timeout_s,
@@ -185,7 +257,7 @@ def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
 
 def _fitting(spec: BenchmarkSpec) -> BenchmarkSpec:
     """The spec, once its workload is known to hold the prompt plan (harness.prompt_plan)."""
-    check_fits(load_prompts(spec.prompts, spec.seed), spec)
+    check_fits(load_prompts(spec.prompts, spec.seed, spec.categories), spec)
     return spec
 
 
@@ -208,6 +280,10 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         hardware=cfg.hardware.name,
         max_tokens=cfg.benchmark.max_tokens,
     )
+    bench = build_benchmark_spec(cfg)
+    params.update(
+        workload=bench.workload, temperature=bench.temperature, top_p=bench.top_p, top_k=bench.top_k
+    )
     early_stop = None
     if cfg.trial.prune_below is not None:
         early_stop = EarlyStop(
@@ -221,7 +297,7 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         number=cfg.trial.number,
         engine=build_engine_spec(cfg),
         server=server,
-        benchmark=_fitting(build_benchmark_spec(cfg)),
+        benchmark=_fitting(bench),
         params=params,
         early_stop=early_stop,
         pid_file=Path(cfg.trial.pid_file)
@@ -269,6 +345,11 @@ def setup_key(cfg: DictConfig, software: Mapping[str, Any] | None = None) -> str
     parts["server"] = {k: v for k, v in server.items() if k not in SEARCHED and k != "port"}
     if software is not None:
         parts["software"] = dict(software)
+    # What the config names only by reference: the prompts' content (a user's file edited in
+    # place) and the sampling a local generation_config.json supplies.
+    _, source, categories = workload_choice(cfg)
+    parts["prompts"] = prompts_digest(load_prompts(source, 0, categories))
+    parts["sampling"] = sampling_choice(cfg)
     if not OmegaConf.select(cfg, "search.baseline_equal_caps", default=True):
         parts["baseline_equal_caps"] = False  # an uncapped baseline is another measurement
     blob = json.dumps(parts, sort_keys=True, default=str).encode()

@@ -147,6 +147,15 @@ class ConsoleReporter:
                 "repeated.",
                 soft_wrap=True,
             )
+        if "flush_failed" in result.warnings:
+            failed = sum(r.flushed is False for r in result.runs)
+            console.print(
+                f"    [yellow]warning:[/] /flush_cache was refused before {failed} run(s) after "
+                "every retry: those runs may reuse earlier runs' cache and their server-side "
+                "speculative counters span earlier runs (flushed/flush_attempts per run in "
+                "result.json).",
+                soft_wrap=True,
+            )
         if "outputs_diverge" in result.warnings:
             console.print(
                 f"{self.indent}[bold red]warning:[/] greedy outputs diverge from the baseline's "
@@ -155,6 +164,14 @@ class ConsoleReporter:
                 f"{int(result.metrics.get('lossless_prompts', 0))} prompts): speculation must not "
                 "change a greedy output, so this configuration is wrong however fast it is (an "
                 "engine or drafter bug). Per prompt: lossless in result.json.",
+                soft_wrap=True,
+            )
+        if "client_bound" in result.warnings:
+            busiest = max((r.client_cpu_util or 0.0) for r in result.runs)
+            console.print(
+                f"{self.indent}[yellow]warning:[/] the benchmark client was busy "
+                f"{100 * busiest:.0f}% of a core during a run: the client, not the server, may "
+                "have capped this measurement (client_cpu_* in result.json's runs).",
                 soft_wrap=True,
             )
         if "drafter_bypassed" in result.warnings:

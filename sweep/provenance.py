@@ -20,7 +20,6 @@ import platform
 import socket
 import subprocess
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,8 @@ from harness.command import ServerCommand, engine_program
 from harness.flags import engine_python, installed_sglang_version
 from harness.gpu import gpu_inventory, gpu_versions
 from harness.redact import REDACTED, recorded_argv, redact_url_passwords, redacted_env
+from harness.workload import source_bytes
+from sweep.config import workload_choice
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "HF_", "PYTORCH_", "TORCH_", "NVIDIA_", "OMP_")
@@ -100,7 +101,7 @@ def software(cfg: DictConfig) -> dict[str, str | None]:
 
 
 def software_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
-    """"sglang 0.5.22 -> 0.5.23, driver 570.1 -> 575.2", or None when nothing changed."""
+    """ "sglang 0.5.22 -> 0.5.23, driver 570.1 -> 575.2", or None when nothing changed."""
     if before is None:
         return "software not recorded"
     changed = [
@@ -112,11 +113,7 @@ def software_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> str 
 
 
 def prompts_hash(source: str) -> str:
-    if source == "builtin":
-        data = resources.files("harness").joinpath("data/prompts.jsonl").read_bytes()
-    else:
-        data = Path(source).expanduser().read_bytes()
-    return hashlib.sha256(data).hexdigest()[:16]
+    return hashlib.sha256(source_bytes(source)).hexdigest()[:16]
 
 
 def environment(extra: dict[str, str]) -> dict[str, str]:
@@ -174,7 +171,7 @@ def collect(cfg: DictConfig, command: ServerCommand, simulator: dict[str, Any] |
         "argv": recorded_argv(command.argv),
         "config": config,
         "config_hash": hashlib.sha256(config_blob).hexdigest()[:16],
-        "prompts_hash": prompts_hash(cfg.benchmark.prompts),
+        "prompts_hash": prompts_hash(workload_choice(cfg)[1]),
     }
 
 

@@ -30,6 +30,18 @@ class EngineConfig:
 
 
 @dataclass
+class SamplingConfig:
+    """How the model is served: the sampling every benchmark request asks for."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: Optional[int] = None  # None: not sent (SGLang's default, -1: the whole vocabulary)
+    # A local checkpoint's (or cached hub snapshot's) generation_config.json overrides the
+    # values above with its own, as the model's authors set them; false: the values above.
+    from_generation_config: bool = True
+
+
+@dataclass
 class ModelConfig:
     name: str = MISSING
     path: str = MISSING
@@ -40,6 +52,7 @@ class ModelConfig:
     context_length: Optional[int] = None
     sim_profile: Optional[str] = None  # the simulator's target profile
     host_ram_gb: float = 64.0  # host memory the server needs besides HiCache (processes, buffers)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
 
 
 @dataclass
@@ -82,8 +95,20 @@ class ServerConfig:
 
 
 @dataclass
+class WorkloadConfig:
+    """The prompts (conf/benchmark/workload/): a source and the categories drawn from it."""
+
+    name: str = "reasoning"
+    source: Optional[str] = "builtin"  # builtin (harness/data) or a path: JSONL, messages, ShareGPT
+    categories: List[str] = field(default_factory=list)  # empty: every prompt of the source
+
+
+@dataclass
 class BenchmarkConfig:
-    prompts: str = "builtin"
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    sampling: str = "model"  # model: model.sampling (and generation_config.json) | greedy
+    # Deprecated alias: benchmark.prompts=PATH is benchmark/workload=file with that source.
+    prompts: Optional[str] = None
     api: str = "chat"  # chat (/v1/chat/completions) | generate (SGLang's /generate)
     max_tokens: int = 2048
     warmup: int = 2
@@ -92,7 +117,8 @@ class BenchmarkConfig:
     requests_per_run: int = 3
     requests_per_level: List[int] = field(default_factory=list)  # one per level, or empty
     window_completions: Optional[int] = None  # C > 1: completions in the window; null: max(C, 16)
-    temperature: float = 0.0
+    # Deprecated: set model.sampling.temperature, or benchmark.sampling=greedy for 0.
+    temperature: Optional[float] = None
     ignore_eos: bool = False
     thinking: bool = True
     request_timeout_s: Optional[float] = None  # null: 60 + max_tokens / min_request_tok_s

@@ -3,7 +3,8 @@
 Keys are the same for every trial so MLflow's compare view lines them up: params named after
 SGLang's flags plus `effective.<name>` from /server_info, metrics `tok_s`, `tok_s_ci95`,
 `accept_len`, `speedup_vs_baseline` with its paired 95% interval `speedup_vs_baseline_ci95_low`
-/ `_high` (harness.stats.paired_ratio), the per-level ones, tags `specsweep.*`.
+/ `_high` (harness.stats.paired_ratio), the per-level ones, tags `specsweep.*`, and the
+trial's prompts as a dataset input (the workload, digest = workload.json's content hash).
 
 MLflow is a copy, the trial folders are the record: each folder gets `tracking.json` (where and
 under which parent it belongs) before the upload, and a tracking store that stops answering
@@ -19,20 +20,26 @@ import math
 import os
 import socket
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
+import mlflow.data
+import pandas
+from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from harness.errors import ConfigError
 from harness.layout import sqlite_uri
 from harness.procs import pid_alive
 from harness.redact import redact_url_passwords
 from harness.results import Outcome, TrialResult
 from harness.stats import speedup_metrics
 from harness.trial import EFFECTIVE_KEYS
+from harness.workload import BUILTIN, load_prompts
+from harness.workload import record as workload_record
 from sweep import provenance
 from sweep.config import PARAM_KEYS
 
@@ -259,11 +266,42 @@ class Tracker:
             metrics["gpu_release_s"] = result.gpu_release_s
         self._log(run_id, params=params, metrics=metrics)
         self._log_runs(run_id, result)
+        if result.folder:
+            self._log_workload(run_id, Path(result.folder))
         if result.folder and Path(result.folder).is_dir():
             self.client.log_artifacts(run_id, result.folder)
         status = "FINISHED" if result.outcome is Outcome.OK else "FAILED"
         self.client.set_terminated(run_id, status=status)
         return run_id
+
+    def _log_workload(self, run_id: str, folder: Path) -> None:
+        """The trial's prompts as an MLflow dataset input (the Datasets column and the run's
+        Inputs), named after the workload, with workload.json's content hash as its digest."""
+        record = workload_record.read(folder)
+        if record is None:
+            return
+        try:
+            prompts = load_prompts(record["source"], 0, tuple(record["categories"]))
+        except ConfigError:  # a user file that has since moved: workload.json still says it all
+            return
+        table = pandas.DataFrame(
+            {
+                "id": [p.id for p in prompts],
+                "category": [p.category for p in prompts],
+                "messages": [json.dumps(list(p.messages), ensure_ascii=False) for p in prompts],
+                "est_prompt_tokens": [workload_record.estimated_tokens(p) for p in prompts],
+            }
+        )
+        source = "harness/data" if record["source"] == BUILTIN else record["source"]
+        # MLflow's hints ("can be interpreted in multiple ways": it is a local path; integer
+        # columns cannot hold missing values: these never do) are not the user's business.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            dataset = mlflow.data.from_pandas(
+                table, source=source, name=record["name"], digest=record["sha256"][:16]
+            )._to_mlflow_entity()
+        context = InputTag(key=MLFLOW_DATASET_CONTEXT, value="benchmark")
+        self.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=[context])])
 
     def _log_runs(self, run_id: str, result: TrialResult) -> None:
         """Each run's values as steps, so the UI plots a trial's runs one after another."""

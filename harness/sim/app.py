@@ -1,7 +1,8 @@
 """SGLang's HTTP surface, served by FastAPI as SGLang does (reference/sglang.md §3, §6-7).
 
 One module per concern: `info` (server/model info, health, flush, metrics), `chat`
-(/v1/chat/completions), `generate` (/generate); `state` holds what they share.
+(/v1/chat/completions), `completions` (/v1/completions), `generate` (/generate); `state` holds
+what they share.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from harness.sim.chat import add_chat_route
+from harness.sim.completions import add_completions_route
 from harness.sim.generate import add_generate_route
 from harness.sim.info import add_info_routes
 from harness.sim.state import ServerState
@@ -35,5 +37,6 @@ def create_app(state: ServerState) -> FastAPI:
 
     add_info_routes(app, state)
     add_chat_route(app, state)
+    add_completions_route(app, state)
     add_generate_route(app, state)
     return app

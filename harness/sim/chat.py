@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from harness.sim.engine import Chunk, SimRequest
+from harness.sim.request import Chunk, SimRequest
 from harness.sim.state import (
     ABORT_STATUS,
     ServerState,
@@ -44,7 +44,8 @@ def add_chat_route(app: FastAPI, state: ServerState) -> None:
             max_tokens,
             ignore_eos=bool(body.get("ignore_eos", False)),
             thinking=thinking,
-            greedy=body.get("temperature", 1.0) == 0,  # OpenAI's default temperature is 1
+            greedy=_temperature(body) == 0,
+            temperature=_temperature(body),
         )
         state.admit(request)
         separate = state.args.get("reasoning_parser") is not None and body.get(
@@ -189,3 +190,9 @@ class _Completion:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": self.usage(),
         }
+
+
+def _temperature(body: dict) -> float:
+    """The request's temperature; OpenAI's (and SGLang's chat API's) default is 1."""
+    value = body.get("temperature")
+    return float(value) if isinstance(value, int | float) else 1.0

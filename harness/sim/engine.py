@@ -1,10 +1,14 @@
 """The simulated scheduler: continuous batching on a virtual clock.
 
-One asyncio task runs SGLang's loop: admit waiting requests (prefill), then decode iterations
-for the running batch, each lasting what `PerfModel` says. Iteration deadlines are absolute on
+One asyncio task runs SGLang's loop: a prefill of the waiting requests whenever there are any
+(0.5.23 `managers/scheduler.py::get_next_batch_to_run`: "Run prefill first if possible"), else a
+decode iteration for the running batch, each lasting what `PerfModel` says. With the overlap
+scheduler one more step runs after the last response went out (its result queue drains): until
+then the scheduler is not fully idle and a flush is refused. Iteration deadlines are absolute on
 the virtual clock, so CPU hiccups delay a token but never slow the simulated server down on
 average. Counters follow SGLang's: accept length is folded in at each decode log line (every
-`--decode-log-interval` iterations) and reset by `/flush_cache` when idle.
+`--decode-log-interval` iterations); `/flush_cache` resets the scheduler's speculative counters
+(/server_info's running average), never the Prometheus totals.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from harness.sglang import CURRENT, surface
-from harness.sim.perf_model import PerfModel
-from harness.sim.text import stable_hash, token_id
+from harness.sim.perf_model import PerfModel, sampled_acceptance
+from harness.sim.request import Chunk, Counters, SimRequest, Totals
+from harness.sim.text import stable_hash
 
 log = logging.getLogger("sglang.scheduler")
 DRIFT_SIGMA = 0.02  # standard deviation of the machine's speed deviation
@@ -55,64 +59,6 @@ class InstantClock(VirtualClock):
         await asyncio.sleep(0)
 
 
-@dataclass
-class Chunk:
-    tokens: list[int]  # absolute token indices produced in this iteration
-    finish_reason: str | None = None
-    at: float = 0.0  # simulated time of the iteration that produced it
-
-
-@dataclass
-class SimRequest:
-    rid: str
-    prompt: str
-    submitted_at: float
-    prompt_tokens: int
-    max_new_tokens: int
-    natural_tokens: int  # where the model would stop on its own (EOS)
-    thinking_tokens: int  # the first tokens are reasoning (until </think>)
-    prompt_factor: float  # per-prompt acceptance multiplier
-    rng: random.Random
-    queue: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
-    generated: int = 0
-    verify_ct: int = 0
-    stalled: bool = False  # fault injection: no token after the first
-    abort: str | None = None  # fault injection: aborted with this message after two chunks
-    die_after: bool = False  # fault injection: the server dies once this request finished
-    text_seed: int = 0  # what its words are drawn from: the prompt alone when greedy
-    lossy_after: int | None = None  # fault injection: tokens from this index on differ
-
-    def token(self, index: int) -> int:
-        """The id of its `index`-th output token (harness.sim.text); a lossy fault shifts every
-        token from `lossy_after` on, as a drafter bug that accepts a wrong draft would."""
-        lossy = self.lossy_after is not None and index >= self.lossy_after
-        return token_id(self.text_seed + int(lossy), index, index < self.thinking_tokens)
-
-    @property
-    def limit(self) -> int:
-        return min(self.max_new_tokens, self.natural_tokens)
-
-    @property
-    def finish_reason(self) -> str:
-        return "length" if self.natural_tokens > self.max_new_tokens else "stop"
-
-
-@dataclass
-class Counters:
-    """Since the last flush. `accept_*` are folded in at log lines, like SGLang's."""
-
-    prompt_tokens: int = 0
-    generation_tokens: int = 0
-    requests: int = 0
-    verify_calls: int = 0
-    spec_accept_tokens: int = 0
-    spec_forward_ct: int = 0
-    pending_accept_tokens: int = 0
-    pending_forward_ct: int = 0
-    last_gen_throughput: float = 0.0
-    last_accept_len: float | None = None
-
-
 class Engine:
     def __init__(
         self,
@@ -128,6 +74,7 @@ class Engine:
         crash_after_tokens: int | None = None,
         on_crash: Callable[[int, str], None] | None = None,  # (tokens so far, phase)
         log_forward_iters: bool = False,  # SGLANG_LOG_FORWARD_ITERS: "Decode batch [N],"
+        drain_extra_s: float = 0.0,  # fault slow-drain: wall seconds added to the drain step
     ):
         self.model = model
         self.drift_sigma = drift_sigma
@@ -140,7 +87,15 @@ class Engine:
         self.waiting: list[SimRequest] = []
         self.running: list[SimRequest] = []
         self.counters = Counters()
+        self.totals = Totals()
         self._wake = asyncio.Event()
+        # The overlap scheduler's result queue: one step still in flight after the last response.
+        self.overlap = model.dep.overlap
+        self.draining = False
+        self._drain_extra_s = drain_extra_s
+        self._last_step_s = 0.0
+        self._fully_idle = asyncio.Event()
+        self._fully_idle.set()
         self._noise = random.Random(seed)
         self._drift = 0.0  # slowly varying speed deviation of the machine (clocks, PCIe, load)
         self._t = 0.0  # engine time on the virtual clock
@@ -163,6 +118,28 @@ class Engine:
     def idle(self) -> bool:
         return not self.waiting and not self.running
 
+    @property
+    def fully_idle(self) -> bool:
+        """0.5.23 `scheduler.py::is_fully_idle`: no request and no batch left in flight (with
+        overlap, `result_queue` empty: the step after the last response has finished)."""
+        return self.idle and not self.draining
+
+    async def wait_fully_idle(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` wall seconds for `fully_idle` (a deferred flush's wait)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.fully_idle:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                async with asyncio.timeout(left):
+                    await self._fully_idle.wait()
+            except TimeoutError:
+                return self.fully_idle
+            await asyncio.sleep(0)  # a request submitted meanwhile clears it again
+        return True
+
     def new_request(
         self,
         prompt: str,
@@ -171,9 +148,12 @@ class Engine:
         ignore_eos: bool,
         thinking: bool,
         greedy: bool = False,
+        prompt_tokens: int | None = None,
+        temperature: float = 1.0,
     ) -> SimRequest:
         """`greedy` (temperature 0): its output (words and length) depends on the prompt alone,
-        as a greedy decode does, speculative or not; sampled, on the request too."""
+        as a greedy decode does, speculative or not; sampled, on the request too, and the
+        higher the `temperature`, the fewer drafts are accepted (perf_model)."""
         self._n_requests += 1
         h = stable_hash(prompt)
         rng = random.Random(hash((self.seed, h, self._n_requests)))
@@ -187,19 +167,21 @@ class Engine:
             rid=f"{self._n_requests:08x}",
             prompt=prompt,
             submitted_at=self.clock.now(),
-            prompt_tokens=max(1, len(prompt) // 4 + 12),
+            prompt_tokens=prompt_tokens or max(1, len(prompt) // 4 + 12),
             max_new_tokens=max_new_tokens,
             # ignore_eos: it would go on past max_new_tokens, so it ends by "length"
             natural_tokens=max_new_tokens + 1 if ignore_eos else natural,
             thinking_tokens=thinking_tokens,
             # Easy (formulaic) prompts accept more drafts than hard ones: +-10% around 1.
-            prompt_factor=0.9 + 0.2 * ((h >> 8) % 1000) / 999,
+            prompt_factor=(0.9 + 0.2 * ((h >> 8) % 1000) / 999)
+            * sampled_acceptance(0.0 if greedy else temperature),
             rng=rng,
             text_seed=h if greedy else self._n_requests,
         )
 
     def submit(self, request: SimRequest) -> None:
         self.waiting.append(request)
+        self._fully_idle.clear()
         self._wake.set()
 
     def abort(self, request: SimRequest) -> None:
@@ -215,10 +197,23 @@ class Engine:
         self._crash_armed = True
 
     def flush(self) -> bool:
-        """SGLang flushes (and resets the speculative counters) only when idle."""
-        if not self.idle:
+        """SGLang flushes (and resets the scheduler's speculative counters) only when fully idle
+        (0.5.23 `scheduler.py::flush_cache`); the Prometheus totals and gauges stay."""
+        if not self.fully_idle:
+            log.warning(
+                "Cache not flushed because there are pending requests. #queue-req: %d, "
+                "#running-req: %d",
+                len(self.waiting),
+                len(self.running),
+            )
             return False
-        self.counters = Counters()
+        c = self.counters
+        self.counters = Counters(
+            last_gen_throughput=c.last_gen_throughput,
+            last_accept_len=c.last_accept_len,
+            last_accept_rate=c.last_accept_rate,
+        )
+        self._interval_tokens = 0
         return True
 
     def avg_accept_length(self) -> float | None:
@@ -230,12 +225,31 @@ class Engine:
     async def run(self) -> None:
         while True:
             if self.idle:
-                self._wake.clear()
-                await self._wake.wait()
+                await self._drain()
+                if self.idle:
+                    self._fully_idle.set()
+                    self._wake.clear()
+                    await self._wake.wait()
                 self._t = max(self._t, self.clock.now())
-            await self._prefill()
+            if await self._prefill():
+                continue  # SGLang: a new prefill batch runs before the next decode step
             if self.running:
                 await self._decode()
+
+    async def _drain(self) -> None:
+        """With the overlap scheduler, the step launched before the last results were processed
+        is still in flight when the last response goes out: one more step before fully idle."""
+        if not self.overlap or self._last_step_s <= 0:
+            return
+        self.draining = True
+        try:
+            await self._advance(self._last_step_s)
+            if self._drain_extra_s:
+                await asyncio.sleep(self._drain_extra_s)
+                self._t = max(self._t, self.clock.now())
+        finally:
+            self.draining = False
+            self._last_step_s = 0.0
 
     async def _advance(self, seconds: float) -> None:
         self._t += seconds
@@ -244,18 +258,20 @@ class Engine:
     def kv_used(self) -> int:
         return sum(r.prompt_tokens + r.generated for r in self.running)
 
-    async def _prefill(self) -> None:
+    async def _prefill(self) -> bool:
+        """Prefill what fits of the waiting queue; False when there was nothing to prefill."""
         new = []
         while self.waiting and len(self.running) + len(new) < self.max_running:
             new.append(self.waiting.pop(0))
         if not new:
-            return
+            return False
         tokens = sum(r.prompt_tokens for r in new)
         seconds = self.model.prefill_s(tokens)
         await self._advance(seconds)
+        self._last_step_s = seconds
         self._forward_ct += 1
-        self.counters.prompt_tokens += tokens
-        self.counters.requests += len(new)
+        self.totals.prompt_tokens += tokens
+        self.totals.requests += len(new)
         for r in new:
             self._emit(r, 1)  # the first token comes from prefill
         self.running.extend(r for r in new if r.generated < r.limit and not r.stalled)
@@ -270,7 +286,7 @@ class Engine:
                 len(self.running),
                 len(self.waiting),
             )
-            return
+            return True
         log.info(
             "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, "
             "#running-req: %d, #queue-req: %d, #pending-token: 0, cuda graph: False, "
@@ -282,12 +298,14 @@ class Engine:
             len(self.waiting),
             tokens / seconds,
         )
+        return True
 
     async def _decode(self) -> None:
         batch = len(self.running)
         context = sum(r.prompt_tokens + r.generated for r in self.running) // batch
         step = self.model.decode_step_s(batch, context)
-        await self._advance(step * (1.0 + self._wander(step)))
+        self._last_step_s = step * (1.0 + self._wander(step))
+        await self._advance(self._last_step_s)
         self._iterations += 1
         self._forward_ct += 1
         for r in list(self.running):
@@ -299,7 +317,7 @@ class Engine:
             n = min(n, r.limit - r.generated)
             if self.speculative:
                 r.verify_ct += 1
-                self.counters.verify_calls += 1
+                self.totals.verify_calls += 1
                 self.counters.pending_accept_tokens += n
                 self.counters.pending_forward_ct += 1
             self._emit(r, n)
@@ -319,7 +337,7 @@ class Engine:
     def _emit(self, request: SimRequest, n: int) -> None:
         start = request.generated
         request.generated += n
-        self.counters.generation_tokens += n
+        self.totals.generation_tokens += n
         self._interval_tokens += n
         self._total_generated += n
         crash = self._crash_after is not None and self._total_generated >= self._crash_after
@@ -356,7 +374,7 @@ class Engine:
             msg += f"accept len: {accept_len:.2f}, "
             if not self.legacy_logs:
                 msg += f"accept rate: {rate:.2f}, "
-            c.last_accept_len = accept_len
+            c.last_accept_len, c.last_accept_rate = accept_len, rate
             c.spec_accept_tokens += c.pending_accept_tokens
             c.spec_forward_ct += c.pending_forward_ct
             c.pending_accept_tokens = c.pending_forward_ct = 0

@@ -25,6 +25,9 @@ Each fault is something a real SGLang server does to a sweep left running overni
                                scheduler 0: the launcher's subprocess watchdog reports exit code
                                -9, then SIGQUIT (0.5.22+ only)
     hybrid-pool-oom            start-up: the hybrid (mamba) state cache does not fit (0.5.22+ only)
+    slow-drain=S               the overlap scheduler's last step (after the last response went
+                               out, before the scheduler is fully idle) lasts S more wall
+                               seconds: a flush sent at once meets SGLang's idle race
     lossy-after-tokens=N       with speculation on, every request's output differs from the
                                greedy one from token N on (a drafter or verify bug that accepts
                                wrong drafts); without speculation nothing changes
@@ -50,6 +53,7 @@ KINDS = {
     "host-oom-after-tokens": int,
     "hybrid-pool-oom": None,
     "lossy-after-tokens": int,
+    "slow-drain": float,
 }
 
 _NOUN = {int: "an integer", float: "a number"}
@@ -69,6 +73,7 @@ class Faults:
     host_oom_after_tokens: int | None = None
     hybrid_pool_oom: bool = False
     lossy_after_tokens: int | None = None
+    slow_drain_s: float = 0.0
 
     @classmethod
     def parse(cls, specs: list[str] | None) -> Faults:
@@ -107,6 +112,7 @@ class Faults:
             host_oom_after_tokens=values.get("host-oom-after-tokens"),  # type: ignore[arg-type]
             hybrid_pool_oom=bool(values.get("hybrid-pool-oom")),
             lossy_after_tokens=values.get("lossy-after-tokens"),  # type: ignore[arg-type]
+            slow_drain_s=float(values.get("slow-drain", 0.0)),  # type: ignore[arg-type]
         )
 
     def given(self, kind: str) -> bool:

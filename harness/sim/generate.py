@@ -1,4 +1,8 @@
-"""SGLang's native `/generate`: cumulative text and meta_info on every chunk."""
+"""SGLang's native `/generate`: cumulative text and meta_info on every chunk.
+
+The prompt is `text` or `input_ids` (0.5.23 `managers/io_struct.py::GenerateReqInput`: one of
+text, input_ids or input_embeds; neither is refused with its `_validate_inputs` message).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from harness.sim.engine import Chunk, SimRequest
+from harness.sim.completions import prompt_of
+from harness.sim.request import Chunk, SimRequest
 from harness.sim.state import (
     ABORT_STATUS,
     ServerState,
@@ -21,6 +26,8 @@ from harness.sim.state import (
 )
 from harness.sim.text import id_text
 
+INPUT_REQUIRED = "Either text, input_ids or input_embeds should be provided."
+
 
 def add_generate_route(app: FastAPI, state: ServerState) -> None:
     @app.post("/generate")
@@ -28,9 +35,9 @@ def add_generate_route(app: FastAPI, state: ServerState) -> None:
         body = await json_body(http_request)
         if body is None:
             return error_response(400, "request body is not a JSON object")
-        text = body.get("text")
-        if not isinstance(text, str) or not text:
-            return error_response(400, "'text' must be a non-empty string")
+        prompt = prompt_of(body.get("text")) or prompt_of(body.get("input_ids"))
+        if prompt is None or isinstance(body.get("text"), list):  # a batch: not simulated
+            return error_response(400, INPUT_REQUIRED)
         params = body.get("sampling_params") or {}
         max_new = params.get("max_new_tokens", 128)
         if not isinstance(max_new, int) or max_new < 1:
@@ -38,11 +45,13 @@ def add_generate_route(app: FastAPI, state: ServerState) -> None:
                 400, f"max_new_tokens must be a positive integer, got {max_new!r}"
             )
         request = state.engine.new_request(
-            text,
+            prompt[0],
             max_new,
             ignore_eos=bool(params.get("ignore_eos", False)),
             thinking=True,
-            greedy=params.get("temperature", 1.0) == 0,  # SGLang SamplingParams: 1.0 default
+            greedy=_temperature(params) == 0,
+            temperature=_temperature(params),
+            prompt_tokens=prompt[1],
         )
         state.admit(request)
         generation = _Generation(state, request)
@@ -137,3 +146,9 @@ class _Generation:
             "meta_info": self._meta(finish),
             "index": 0,
         }
+
+
+def _temperature(params: dict) -> float:
+    """The request's temperature; SGLang's SamplingParams default is 1."""
+    value = params.get("temperature")
+    return float(value) if isinstance(value, int | float) else 1.0

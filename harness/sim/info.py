@@ -11,7 +11,7 @@ import asyncio
 import logging
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query
 from fastapi.responses import PlainTextResponse, Response
 
 from harness.sim.cli import reported_args
@@ -20,10 +20,17 @@ from harness.sim.state import ServerState
 
 log = logging.getLogger("sglang.srt.entrypoints.http_server")
 
+# 0.5.23 (and 0.5.22) entrypoints/http_server.py::flush_cache: the success text; a refusal is
+# 400 with the scheduler's message, or "Flush cache failed.\n" when it has none. 0.5.1.post3
+# answers both with the success text (only the status code differs).
 FLUSH_TEXT = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
-    "waiting requests, the operation will not be performed.)"
+    "waiting requests, the operation will not be performed.)\n"
 )
+FLUSH_FAILED_TEXT = "Flush cache failed.\n"
+# 0.5.23 managers/scheduler_components/flush_wrapper.py: a deferred flush (timeout > 0)
+FLUSH_TIMED_OUT_TEXT = "Timed out waiting for idle state."
+FLUSH_BUSY_TEXT = "Another flush_cache is already in progress."
 
 
 def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]:
@@ -208,12 +215,39 @@ def add_info_routes(app: FastAPI, state: ServerState) -> None:
             return Response(status_code=503)
         return Response(status_code=200)
 
-    @app.api_route("/flush_cache", methods=["GET", "POST"])
-    async def flush_cache() -> Response:
+    pending: list[bool] = []  # a deferred flush waiting for idle (SchedulerFlushWrapper)
+
+    async def flush(timeout: float) -> tuple[bool, str]:
+        """0.5.23 `SchedulerFlushWrapper.handle`: timeout 0 flushes now or fails; a timeout
+        waits for `is_fully_idle` up to that many seconds; one deferred flush at a time."""
+        if pending:
+            return False, FLUSH_BUSY_TEXT
+        if timeout > 0 and not engine.fully_idle:
+            pending.append(True)
+            try:
+                if not await engine.wait_fully_idle(timeout):
+                    log.warning("Deferred flush_cache timed out while waiting for idle state.")
+                    return False, FLUSH_TIMED_OUT_TEXT
+            finally:
+                pending.clear()
         ok = engine.flush()
         if ok:
             log.info("Cache flushed successfully!")
-        return PlainTextResponse(FLUSH_TEXT, status_code=200 if ok else 400)
+        return ok, FLUSH_TEXT if ok or facts.legacy else FLUSH_FAILED_TEXT
+
+    if not facts.flush_waits_for_idle:  # 0.5.1.post3: no timeout parameter
+
+        @app.api_route("/flush_cache", methods=["GET", "POST"])
+        async def flush_cache_legacy() -> Response:
+            ok, text = await flush(0.0)
+            return PlainTextResponse(text, status_code=200 if ok else 400)
+
+    else:
+
+        @app.api_route("/flush_cache", methods=["GET", "POST"])
+        async def flush_cache(timeout: float = Query(0.0, ge=0.0)) -> Response:
+            ok, text = await flush(timeout)
+            return PlainTextResponse(text, status_code=200 if ok else 400)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         crash_after_tokens=crash_after,
         on_crash=on_crash,
         log_forward_iters=_env_bool("SGLANG_LOG_FORWARD_ITERS"),
+        drain_extra_s=faults.slow_drain_s,
     )
     simulator = {
         "simulated": True,

@@ -31,8 +31,10 @@ depth n_k allocated greedily from the budget D - 1 (at most topk at depth 1, top
     m(pos) = 1 / (1 + pos / long_context_tokens)              (drafters fade on long outputs)
              * (1 - X) ** (pos / 1000)                   (--sim-accept-decay X, default 0)
 
-f is a per-prompt factor (easy math/code vs hard text). `--speculative-algorithm EAGLE` with an
-EAGLE-3 drafter gets a_k = 0: the drafter is bypassed and every draft is rejected (seed row 13).
+f is a per-prompt factor (easy math/code vs hard text) times the sampling factor
+s(T) = 1 - SAMPLED_ACCEPT_DROP * T: sampled requests accept fewer drafts than greedy ones.
+`--speculative-algorithm EAGLE` with an EAGLE-3 drafter gets a_k = 0: the drafter is bypassed and
+every draft is rejected (seed row 13).
 
 Memory per GPU (SGLang: mem_fraction_static = (weights + KV pool) / GPU memory):
 
@@ -49,7 +51,21 @@ import math
 import random
 from dataclasses import dataclass
 
-from harness.sim.profiles import MIB, DrafterProfile, HardwareProfile, TargetProfile
+from harness.sim.profiles import (
+    MIB,
+    SAMPLED_ACCEPT_DROP,
+    DrafterProfile,
+    HardwareProfile,
+    TargetProfile,
+)
+
+
+def sampled_acceptance(temperature: float) -> float:
+    """The factor on every draft token's acceptance probability at `temperature` (1 greedy):
+    under sampling, verification accepts a draft by rejection sampling against the target's
+    distribution instead of by matching its argmax, and accepts less (profiles,
+    SAMPLED_ACCEPT_DROP)."""
+    return 1.0 - SAMPLED_ACCEPT_DROP * min(max(temperature, 0.0), 2.0)
 
 
 @dataclass(frozen=True)

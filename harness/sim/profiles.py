@@ -183,6 +183,16 @@ LLAMA31_8B = TargetProfile(
 TARGETS = {p.name: p for p in (KIMI_K25, LLAMA31_8B)}
 
 
+# Sampled acceptance: each draft token's acceptance probability a_k is multiplied by
+# 1 - SAMPLED_ACCEPT_DROP * temperature (perf_model.sampled_acceptance). calibrated: the EAGLE-3
+# paper's Table 1 (speculative-performance.md section 3.1) has tau at temperature 1 4-21% below
+# temperature 0 (Vicuna-13B 6.62 -> 5.67, LLaMA-3.1-8B 6.23 -> 4.92, LLaMA-3.3-70B 5.88 -> 5.66,
+# DSR1-Distill-8B 5.84 -> 4.89: -14% on average) at tree depth 8; 6% off every a_k takes 14-18% off
+# tau on a depth-8 chain at a = 0.8-0.9. Linear in temperature between 0 and 1 is an assumption
+# (the paper measures only the two ends), and so is extending it to temperature 2.
+SAMPLED_ACCEPT_DROP = 0.06
+
+
 @dataclass(frozen=True)
 class DrafterProfile:
     """Acceptance of one drafter on its target, as per-position probabilities.

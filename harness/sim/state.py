@@ -13,9 +13,10 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from harness.sglang import CURRENT, Surface, surface
-from harness.sim.engine import Engine, SimRequest
+from harness.sim.engine import Engine
 from harness.sim.faults import Faults
 from harness.sim.perf_model import MemoryPlan
+from harness.sim.request import SimRequest
 
 log = logging.getLogger("sglang.srt.entrypoints.http_server")
 # SGLang 0.5.23 managers/schedule_batch.py retract_decode: the last request of a decode batch that

@@ -236,7 +236,7 @@ def test_window_pitfall_requests_in_flight_at_the_window_start(tmp_path, port):
     end = ends[-1]
     true_rate = tokens_in_window(lines, start, end) / (end - start)
     naive = naive_window_rate([t.record for t in lines], start, end)
-    prompts = [p.messages[0]["content"] for p in load_prompts("builtin")]
+    prompts = [p.messages[0]["content"] for p in load_prompts("builtin", 0, spec.categories)]
     model = modelled_load([*server_flags(server), *flags], 4, prompts[:8], 256)
     assert true_rate == pytest.approx(model.output_tok_s, rel=0.06)
     assert naive > 1.2 * true_rate  # every completion counted whole: the inflated number

@@ -1,0 +1,99 @@
+"""Benchmark workloads: the bundled prompts (harness/data/*.jsonl) or a user's own file.
+
+A workload is a list of `Prompt`s: an id, the OpenAI chat messages to send and a category. The
+bundled set spans reasoning (math, code, science, logic), long documents and code files,
+multi-turn conversations and a data-generation set that shares one long system prompt
+(docs/benchmark.md, "Workloads"). A user's file may be JSONL of `{"prompt": ...}` or
+`{"messages": [...]}`, or ShareGPT conversations (`harness.workload.formats`).
+
+The order is fixed per seed, so every trial of a study sees the same prompts in the same order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.workload.formats import parse_file, parse_jsonl
+from harness.workload.prompt import Prompt
+
+__all__ = ["BUILTIN", "REASONING", "Prompt", "load_prompts", "read_source", "select"]
+
+BUILTIN = "builtin"
+# The bundled reasoning categories: the default workload (conf/benchmark/workload/reasoning.yaml).
+REASONING = ("math", "code", "science", "logic")
+# The bundled files, each a JSONL of {"id", "category", "prompt" | "messages"} (package data).
+BUNDLED_FILES = ("prompts.jsonl", "long_context.jsonl", "multi_turn.jsonl", "datagen.jsonl")
+
+
+def bundled_text() -> list[tuple[str, str]]:
+    """(file name, text) of every bundled file, in a fixed order."""
+    data = resources.files("harness").joinpath("data")
+    return [(name, data.joinpath(name).read_text(encoding="utf-8")) for name in BUNDLED_FILES]
+
+
+def source_bytes(source: str) -> bytes:
+    """The bytes a workload is read from: what its content hash covers."""
+    if source == BUILTIN:
+        return b"".join(text.encode() for _, text in bundled_text())
+    return _user_path(source).read_bytes()
+
+
+def _user_path(source: str) -> Path:
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise ConfigError(
+            f"benchmark.workload.source={source!r}: no such file. Give a JSONL file with one "
+            '{"prompt": ...} or {"messages": [...]} per line, a ShareGPT JSON/JSONL file '
+            "(conversations: [{from, value}]), or 'builtin'."
+        )
+    return path
+
+
+def read_source(source: str) -> list[Prompt]:
+    """Every prompt of `source` (`builtin` or a path), in file order."""
+    if source == BUILTIN:
+        prompts: list[Prompt] = []
+        for name, text in bundled_text():
+            prompts += parse_jsonl(text, f"harness/data/{name}")
+    else:
+        path = _user_path(source)
+        prompts = parse_file(path.read_text(encoding="utf-8"), str(path))
+    if not prompts:
+        raise ConfigError(f"{source}: contains no prompts.")
+    seen: set[str] = set()
+    for p in prompts:
+        if p.id in seen:
+            raise ConfigError(
+                f"{source}: prompt id {p.id!r} appears twice: ids must be unique (the results "
+                "name each prompt by its id). Rename one, or drop the ids to number the lines."
+            )
+        seen.add(p.id)
+    return prompts
+
+
+def select(prompts: list[Prompt], categories: Sequence[str], source: str) -> list[Prompt]:
+    """The prompts of `categories` (empty: all); an unknown category names the choices."""
+    if not categories:
+        return prompts
+    present = sorted({p.category for p in prompts})
+    unknown = [c for c in categories if c not in present]
+    if unknown:
+        raise ConfigError(
+            f"benchmark.workload.categories: {', '.join(map(repr, unknown))} not in {source}; "
+            f"its categories are {', '.join(map(repr, present))}. Pick from those, or give "
+            "categories: [] for all of them."
+        )
+    wanted = set(categories)
+    return [p for p in prompts if p.category in wanted]
+
+
+def load_prompts(source: str, seed: int = 0, categories: Sequence[str] = ()) -> list[Prompt]:
+    """Load prompts from `builtin` or a file, keep `categories` (empty: all), and shuffle them
+    deterministically by `seed`."""
+    prompts = select(read_source(source), categories, source)
+    random.Random(seed).shuffle(prompts)
+    return prompts
