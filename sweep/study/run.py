@@ -19,7 +19,10 @@ from omegaconf import DictConfig
 
 from harness.errors import MachineNotReady
 from harness.layout import stamp
+from harness.prompts import load_prompts
 from harness.results import Outcome, TrialResult
+from sweep.benchmark_line import runs_line, workload_line
+from sweep.config import build_benchmark_spec
 from sweep.console import console, software_notice
 from sweep.jobs import Jobs
 from sweep.provenance import software_changes
@@ -144,12 +147,14 @@ class StudyRun:
             f"model {cfg.model.name} (TP {cfg.model.tp}) on {cfg.hardware.gpus}x {cfg.hardware.gpu}"
             f"; drafter {cfg.drafter.name}; objective: {', '.join(self.plan.objective.labels)}"
         )
+        spec = build_benchmark_spec(cfg)
+        prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
         console.print(
-            f"{cfg.search.n_trials} trials + baseline; {cfg.benchmark.warmup} warm-up + "
-            f"{cfg.benchmark.runs} runs x {cfg.benchmark.requests_per_run} requests of up to "
-            f"{cfg.benchmark.max_tokens} tokens"
-            + (f"; the study already has {done} trials" if done else "")
+            f"{cfg.search.n_trials} trials + baseline; {runs_line(spec)}"
+            + (f"; the study already has {done} trials" if done else ""),
+            soft_wrap=True,
         )
+        console.print(workload_line(spec, prompts), soft_wrap=True)
         if self.pool is not None:
             groups = "; ".join(",".join(g) for g in self.pool.groups)
             if self.plan.slots > 1:
