@@ -3,7 +3,7 @@
 A workload is a list of `Prompt`s: an id, the OpenAI chat messages to send and a category. The
 bundled set spans reasoning (math, code, science, logic), long documents and code files,
 multi-turn conversations and a data-generation set that shares one long system prompt
-(docs/benchmark.md, "Workloads"). A user's file may be JSONL of `{"prompt": ...}` or
+(docs/benchmark.md, "The workload"). A user's file may be JSONL of `{"prompt": ...}` or
 `{"messages": [...]}`, or ShareGPT conversations (`harness.workload.formats`).
 
 The order is fixed per seed, so every trial of a study sees the same prompts in the same order.
