@@ -151,6 +151,7 @@ class Engine:
             * sampled_acceptance(0.0 if greedy else temperature),
             rng=rng,
             text_seed=h if greedy else self._n_requests,
+            received_wall=time.monotonic(),
         )
 
     def submit(self, request: SimRequest) -> None:

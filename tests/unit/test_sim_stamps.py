@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from harness.sim.cli import build_parser, resolve
 from harness.sim.engine import Engine, VirtualClock
 from harness.sim.oracle import build_model
@@ -76,3 +78,23 @@ def test_the_next_request_is_received_after_the_last_response_at_wall_rate():
     gap = asyncio.run(drive())
     # Before: CPU_S x SCALE = 0.5 virtual seconds; now the client's wall gap (~CPU_S).
     assert CPU_S * 0.9 < gap < CPU_S * 5
+
+
+def test_restamp_leaves_the_simulators_own_wall_time_out_of_the_clients_share():
+    """The simulator sends each chunk late by its timer's granularity (~1 ms at a fast clock,
+    where a step is a fraction of a wall millisecond); that lateness is its own, not the
+    client's: with its wall seconds per chunk (`walls`) the ITL is the stamps' again."""
+    from harness.metrics import Timeline, restamp
+    from harness.results import RequestRecord
+
+    stamps = [0.030, 0.041, 0.052, 0.063]  # virtual: prefill, then 11 ms steps
+    late = [0.0, 0.0012, 0.0, 0.0009]  # wall seconds each chunk left after its schedule
+    walls = [s / SCALE + d for s, d in zip(stamps, late, strict=True)]
+    start, client = 5.0, 0.0003  # the client's own wall seconds (sending, reading)
+    points = [(start + SCALE * (w + client), n + 1) for n, w in enumerate(walls)]
+    record = RequestRecord("measure", 1, 1, "p", start, None, points[-1][0], 20, 4, 0, "length")
+    line = Timeline(record, points, list(stamps), walls=walls)
+    restamp(line, SCALE)
+    got = [t - start for t, _ in line.points]
+    # Before (no walls): the 1.2 ms lateness stood in the client's share, one ITL 1.2 ms long.
+    assert got == [pytest.approx(s + client) for s in stamps]
