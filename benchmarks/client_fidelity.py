@@ -2,8 +2,10 @@
 
 Against the simulator at known rates (steady machine, no drift; ignore_eos so every request
 makes exactly max_tokens), measures aggregate output tok/s at concurrency 1, 8, 64 and 256 with
-specsweep's client and compares each with the simulator's own engine run to completion on an
-instant clock (`harness.sim.oracle.modelled_load`); also the client's CPU seconds per 1,000
+specsweep's client and compares each with the simulator's own engine on an instant clock fed the
+same prompts in the same order: at C=1 the run to completion (`harness.sim.oracle.modelled_load`),
+above 1 the same steady-state window (C requests kept in flight, `window_at(C)` completions after
+C of ramp-up: `harness.sim.oracle.modelled_steady_state`); also the client's CPU seconds per 1,000
 streamed tokens. On the same server, in the same run, SGLang's own `bench_serving` (`--backend
 sglang` on /generate, the random-ids dataset, a word-level tokenizer it builds offline) measures
 the same load; its throughput, TTFT, ITL and CPU per 1,000 tokens are printed beside ours, on the
@@ -37,14 +39,13 @@ from harness.bench import Benchmark  # noqa: E402
 from harness.clock import ServerClock  # noqa: E402
 from harness.command import build_server_command, server_flags  # noqa: E402
 from harness.procs import free_port  # noqa: E402
-from harness.prompts import load_prompts  # noqa: E402
 from harness.server import Server  # noqa: E402
-from harness.sim.oracle import modelled_load  # noqa: E402
+from harness.sim.oracle import modelled_load, modelled_steady_state  # noqa: E402
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 
 # concurrency -> clock scale: slow enough that HTTP set-up between requests stays negligible on
 # the server's clock, and that the server keeps up with the chunk rate at high concurrency.
-LEVELS = {1: 1.0, 8: 2.0, 64: 2.0, 256: 1.0}
+LEVELS = {1: 1.0, 8: 2.0, 64: 1.0, 256: 1.0}
 SIM_FLAGS = ("--sim-drift", "0", "--sim-seed", "0", "--sim-load-s", "5")
 
 
@@ -104,16 +105,8 @@ def measure(
         ready_timeout_s=300,
         extra_args=("--sim-clock-scale", str(scale), *SIM_FLAGS),
     )
-    requests = max(4, concurrency)
-    spec = BenchmarkSpec(
-        model="m",
-        max_tokens=max_tokens,
-        warmup=0,
-        runs=1,
-        ignore_eos=True,
-        concurrency=(concurrency,),
-        requests_per_level=(requests,),
-    )
+    spec = spec_for(concurrency, max_tokens)
+    requests = spec.requests_at(concurrency)  # the prompts the run sends: bench_serving's too
     command = build_server_command(server, engine)
     with Server(command, folder / f"c{concurrency}.log", ready_timeout_s=300) as srv:
         srv.wait_ready()
@@ -122,16 +115,18 @@ def measure(
         before = cpu_seconds()
         result = bench.run()
         cpu = cpu_seconds() - before
+        # how far the simulator's engine trailed its clock over the run (harness.sim.clock.Lag)
+        behind = srv.server_info().get("simulator", {}).get("behind_share")
         theirs = None
         if compat is not None:
             theirs = bench_serving(
                 compat, command.base_url, concurrency, requests, max_tokens, folder
             )
-    prompts = [p.messages[0]["content"] for p in load_prompts("builtin", 0, spec.categories)]
+    plan = bench.prompt_plan.source("measure", 1, concurrency)  # the run's prompts, in order
+    count = requests + concurrency  # the model may start one more per slot before it stops
+    prompts = ["\n".join(m["content"] for m in next(plan).messages) for _ in range(count)]
     argv = [*server_flags(server), *SIM_FLAGS]
-    model = modelled_load(
-        argv, concurrency, [prompts[i % len(prompts)] for i in range(requests)], max_tokens
-    )
+    model = modelled(argv, spec, concurrency, prompts)
     measured = result.metrics[f"output_tok_s_c{concurrency}"]
     tokens = sum(r.completion_tokens or 0 for r in result.records)
     run = result.runs[-1]
@@ -141,6 +136,10 @@ def measure(
         "model_tok_s": round(model.output_tok_s, 2),
         "measured_tok_s": round(measured, 2),
         "rel_error": round(abs(measured - model.output_tok_s) / model.output_tok_s, 4),
+        "model": "steady_state" if concurrency > 1 else "run_to_completion",
+        "requests": requests,
+        "window_completions": run.window_completions,
+        "sim_behind_share": behind,
         # the whole Benchmark.run (client set-up, flush, run): like bench_serving's benchmark()
         "client_cpu_s_per_1k_tokens": round(1000 * cpu / tokens, 4) if tokens else None,
         # the measured run alone (RunSummary, harness/client_cpu.py): no client set-up, no flush
@@ -152,6 +151,31 @@ def measure(
     if theirs is not None:
         level["bench_serving"] = on_server_clock(theirs, scale)
     return level
+
+
+def spec_for(concurrency: int, max_tokens: int) -> BenchmarkSpec:
+    """At C=1 a run of 4 requests; above 1 a steady-state run whose window holds max(C, 16)
+    completions (after C of ramp-up; the C - 1 still running when it closes are cut)."""
+    return BenchmarkSpec(
+        model="m",
+        max_tokens=max_tokens,
+        warmup=0,
+        runs=1,
+        ignore_eos=True,
+        concurrency=(concurrency,),
+        requests_per_level=(4 if concurrency == 1 else max(concurrency, 16),),
+    )
+
+
+def modelled(argv: list[str], spec: BenchmarkSpec, concurrency: int, prompts: list[str]):
+    """What a perfect client would measure for the run `spec` describes, `prompts` in sending
+    order: at C=1 the run to completion, above 1 the same steady-state window."""
+    if concurrency == 1:
+        return modelled_load(argv, 1, prompts[: spec.requests_at(1)], spec.max_tokens)
+    window = spec.window_at(concurrency)
+    return modelled_steady_state(
+        argv, concurrency, prompts, spec.max_tokens, window, ignore_eos=True
+    )
 
 
 def on_server_clock(theirs: dict, scale: float) -> dict:

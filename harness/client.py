@@ -110,6 +110,8 @@ async def stream_request(
             points.append((server_time(now()), state.tokens))
             if "sim_elapsed_s" in chunk:  # the simulator's stamp (harness.metrics.restamp)
                 stamps.append(float(chunk["sim_elapsed_s"]))
+                if "sim_wall_s" in chunk:
+                    timeline.walls.append(float(chunk["sim_wall_s"]))
 
     record.start_s = server_time(now())
     try:

@@ -39,3 +39,17 @@ class ServerClock:
     def now() -> float:
         """Monotonic wall time; convert differences of it with `seconds`."""
         return time.monotonic()
+
+
+# A simulator whose engine trailed its clock by more than this share of its work (since the last
+# flush: the last run) served less than its model: the `simulator_behind` warning.
+BEHIND_WARN_SHARE = 0.05
+
+
+def simulator_behind(info: dict[str, Any]) -> float | None:
+    """The share by which a simulator's engine fell behind its clock over the last run, when over
+    BEHIND_WARN_SHARE (its rates then read low: the machine's CPU, not the simulated server);
+    None when it kept up, and for real SGLang (no `simulator` key: a real server has no virtual
+    clock to fall behind). The simulator reports it as `simulator.behind_share`."""
+    share = float((info.get("simulator") or {}).get("behind_share") or 0.0)
+    return share if share > BEHIND_WARN_SHARE else None

@@ -28,6 +28,9 @@ class Timeline:
     # The simulator's per-chunk stamps: virtual seconds from its receipt of the request to the
     # chunk, one per point (real SGLang sends none). Read by `restamp`.
     stamps: list[float] = field(default_factory=list)
+    # And the wall seconds from its receipt to sending the chunk: the simulator's own share of the
+    # wall time (timer lateness, its event loop, falling behind), none of it the client's.
+    walls: list[float] = field(default_factory=list)
     exact: bool = True  # token counts per chunk from the server, not spread over the chunks
 
 
@@ -40,15 +43,23 @@ def restamp(line: Timeline, scale: float) -> None:
 
         P_i' = start + stamp_i + (P_i - start - stamp_i) / scale
 
+    With the simulator's wall seconds per chunk (W_i, `walls`), the client's share is exactly
+    what lies outside them, (P_i - start) / scale - W_i: the simulator's own timer lateness and
+    CPU (which at scale 1 a real server does not have in its stamps either) stay out of it.
+
     The identity at scale 1. The end (after the last chunk: usage, [DONE]) is the client's alone.
     A timeline without a stamp per point is left as it is."""
     record = line.record
     if scale == 1 or not line.points or len(line.stamps) != len(line.points):
         return
     start, points, elapsed = record.start_s, [], 0.0
-    for (t, tokens), stamp in zip(line.points, line.stamps, strict=True):
+    walls = line.walls if len(line.walls) == len(line.points) else None
+    for i, ((t, tokens), stamp) in enumerate(zip(line.points, line.stamps, strict=True)):
         elapsed = max(stamp, elapsed)  # never before the previous chunk
-        client = max(t - start - elapsed, 0.0) / scale
+        if walls is not None:
+            client = max((t - start) / scale - walls[i], 0.0)
+        else:
+            client = max(t - start - elapsed, 0.0) / scale
         at = start + elapsed + client
         points.append((max(at, points[-1][0]) if points else at, tokens))
     if record.end_s is not None:

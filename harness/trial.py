@@ -23,7 +23,7 @@ from harness.acceptance import decays
 from harness.bench import Benchmark, BenchmarkResult
 from harness.client import deadline_error, is_aborted
 from harness.client_cpu import client_bound
-from harness.clock import ServerClock
+from harness.clock import ServerClock, simulator_behind
 from harness.command import ServerCommand, build_server_command
 from harness.drafter_gate import check_drafter
 from harness.errors import (
@@ -127,10 +127,13 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 for run in bench.schedule():  # repeats: replaced, adaptive, stopped early
                     bench.flush()  # no run reuses another's cache or counters
                     reporter.run_done(bench.measure(run), spec.benchmark.runs)
-                _check_after_last_run(server)  # a server that died with the last request
+                info = _check_after_last_run(server)  # a server that died with the last request
                 measured = bench.result()  # aggregate: means and intervals over the runs
                 outputs = bench.lossless_outputs()  # greedy, against the baseline's
         _judge(result, measured, spec)
+        if (behind := simulator_behind(info)) is not None:  # its rates read low (harness.clock)
+            result.warnings.append("simulator_behind")
+            result.metrics["sim_behind_share"] = round(behind, 4)
         _judge_lossless(result, outputs, spec, folder)
     except ServerOOM as exc:
         _fail(result, Outcome.OOM, exc)
@@ -205,18 +208,20 @@ def _benchmark(
     )
 
 
-def _check_after_last_run(server: Server) -> None:
+def _check_after_last_run(server: Server) -> dict[str, Any]:
     """Check the server once more before the trial may be ok: the watchdog runs only beside a
     step, and tolerates a live process for FATAL_GRACE_S after a fatal line, so a server that
     died during the last request would otherwise leave an `ok` trial. A round trip to it
     (/server_info asks the scheduler) first; if that fails, the process gets FATAL_GRACE_S to
     exit or to outlive its fatal line, then `raise_if_exited` turns it into ServerOOM or
-    ServerCrashed (what was measured is kept)."""
+    ServerCrashed (what was measured is kept). Returns the answer ({} when there was none)."""
+    info: dict[str, Any] = {}
     try:
-        server.server_info()
+        info = server.server_info()
     except (httpx.HTTPError, ServerError, ValueError):
         wait_until(lambda: server.returncode is not None, deadline_s=FATAL_GRACE_S * 1.5)
     server.raise_if_exited(during="the last run")
+    return info
 
 
 def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> None:

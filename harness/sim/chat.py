@@ -127,6 +127,7 @@ class _Completion:
             payload["sglext"] = {"spec_tokens_details": details}
         if at is not None:  # simulator only: virtual seconds since receipt (harness.clock)
             payload["sim_elapsed_s"] = round(at - self.request.submitted_at, 9)
+            payload["sim_wall_s"] = round(time.monotonic() - self.request.received_wall, 9)
         return f"data: {json.dumps(payload)}\n\n"
 
     async def stream(self, include_usage: bool) -> AsyncIterator[str]:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from harness.sglang import CURRENT, surface
+from harness.sim.clock import InstantClock, Lag, VirtualClock  # noqa: F401  (re-exported)
 from harness.sim.perf_model import PerfModel, sampled_acceptance
 from harness.sim.request import Chunk, Counters, SimRequest, Totals
 from harness.sim.text import stable_hash
@@ -28,35 +29,6 @@ from harness.sim.text import stable_hash
 log = logging.getLogger("sglang.scheduler")
 DRIFT_SIGMA = 0.02  # standard deviation of the machine's speed deviation
 DRIFT_TIME_S = 20.0  # its correlation time, simulated seconds
-
-
-class VirtualClock:
-    def __init__(self, scale: float):
-        self.scale = scale
-        self._t0 = time.monotonic()
-
-    def now(self) -> float:
-        return (time.monotonic() - self._t0) * self.scale
-
-    async def sleep_until(self, t: float) -> None:
-        delay = (t - self.now()) / self.scale
-        if delay > 0:
-            await asyncio.sleep(delay)
-
-
-class InstantClock(VirtualClock):
-    """No waiting: the engine runs through simulated time as fast as the CPU allows (oracle)."""
-
-    def __init__(self) -> None:
-        super().__init__(1.0)
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep_until(self, t: float) -> None:
-        self.t = max(self.t, t)
-        await asyncio.sleep(0)
 
 
 class Engine:
@@ -99,6 +71,8 @@ class Engine:
         self._noise = random.Random(seed)
         self._drift = 0.0  # slowly varying speed deviation of the machine (clocks, PCIe, load)
         self._t = 0.0  # engine time on the virtual clock
+        self._last_emit: tuple[float, float] | None = None  # (virtual, wall) of the last chunk
+        self.lag = Lag(clock)  # how far its schedule trails the clock (/server_info simulator)
         self._iterations = 0
         self._forward_ct = 0  # prefill and decode forwards, SGLang's scheduler.forward_ct
         self.log_forward_iters = log_forward_iters
@@ -166,7 +140,7 @@ class Engine:
         return SimRequest(
             rid=f"{self._n_requests:08x}",
             prompt=prompt,
-            submitted_at=self.clock.now(),
+            submitted_at=self._arrival(),
             prompt_tokens=prompt_tokens or max(1, len(prompt) // 4 + 12),
             max_new_tokens=max_new_tokens,
             # ignore_eos: it would go on past max_new_tokens, so it ends by "length"
@@ -177,6 +151,7 @@ class Engine:
             * sampled_acceptance(0.0 if greedy else temperature),
             rng=rng,
             text_seed=h if greedy else self._n_requests,
+            received_wall=time.monotonic(),
         )
 
     def submit(self, request: SimRequest) -> None:
@@ -214,6 +189,7 @@ class Engine:
             last_accept_rate=c.last_accept_rate,
         )
         self._interval_tokens = 0
+        self.lag.reset()
         return True
 
     def avg_accept_length(self) -> float | None:
@@ -230,11 +206,38 @@ class Engine:
                     self._fully_idle.set()
                     self._wake.clear()
                     await self._wake.wait()
-                self._t = max(self._t, self.clock.now())
+                self._t = self._pick_up()
             if await self._prefill():
                 continue  # SGLang: a new prefill batch runs before the next decode step
             if self.running:
                 await self._decode()
+
+    def _arrival(self) -> float:
+        """A request's receipt on the virtual clock. With none running, it answers the last
+        response: the wall time since that chunk is the client's (and the simulator's HTTP
+        handling), so it passes at wall rate, as against a real server at clock scale 1. Else
+        now (the engine is busy; the request waits for a step boundary either way)."""
+        if self.running or self._last_emit is None:
+            return self.clock.now()
+        return self.clock.client_time(self._last_emit)
+
+    def _pick_up(self) -> float:
+        """Where an engine that was idle (or draining) starts on what arrived: at its receipt or
+        at the end of its own last step, whichever is later, not when the event loop got round
+        to the engine task. That wall latency is CPU, not the simulated server: on the virtual
+        clock it would land `clock_scale` times over in the chunk stamps (TTFT at a fast clock
+        read ~10 ms high). The clock goes back to that point so the stamps' server time passes
+        at the clock's rate from there; the client's wall share (harness.metrics.restamp) keeps
+        the latency at wall rate, as against a real server."""
+        now = self.clock.now()
+        if not self.waiting:
+            return max(self._t, now)
+        start = max(min(r.submitted_at for r in self.waiting), self._t)
+        self.clock.rebase(start)
+        start = min(start, now)
+        for r in self.waiting:  # received since, in wall time: never after the pick-up
+            r.submitted_at = min(r.submitted_at, start)
+        return max(self._t, start)
 
     async def _drain(self) -> None:
         """With the overlap scheduler, the step launched before the last results were processed
@@ -254,6 +257,7 @@ class Engine:
     async def _advance(self, seconds: float) -> None:
         self._t += seconds
         await self.clock.sleep_until(self._t)
+        self.lag.observe(self._t, seconds)
 
     def kv_used(self) -> int:
         return sum(r.prompt_tokens + r.generated for r in self.running)
@@ -346,6 +350,7 @@ class Engine:
             # A request's first token comes from its prefill, every later one from a decode step.
             self._on_crash(self._total_generated, "prefill" if start == 0 else "decode")
         done = request.generated >= request.limit
+        self._last_emit = (self._t, time.monotonic())
         request.queue.put_nowait(
             Chunk(
                 list(range(start, request.generated)),

@@ -124,6 +124,8 @@ class _Generation:
                     "index": 0,
                     # simulator only: virtual seconds since receipt (harness.clock)
                     "sim_elapsed_s": round(chunk.at - self.request.submitted_at, 9),
+                    # and the wall seconds the simulator held it (harness.metrics.restamp)
+                    "sim_wall_s": round(time.monotonic() - self.request.received_wall, 9),
                 }
                 yield f"data: {json.dumps(payload)}\n\n"
             yield "data: [DONE]\n\n"

@@ -67,7 +67,7 @@ def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]
             "max_req_input_len": state.plan.kv_tokens - 1,
             "internal_states": [internal],
             "version": facts.release,
-            "simulator": state.simulator,
+            "simulator": {**state.simulator, **state.engine.lag.report()},
         }
     args = _current_graph_args(args, state)
     captured = args["cuda_graph_config"]["decode"]["max_bs"]
@@ -102,7 +102,7 @@ def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]
         "internal_states": [internal],
         "version": facts.release,
         "frontend": "python",
-        "simulator": state.simulator,
+        "simulator": {**state.simulator, **state.engine.lag.report()},
     }
 
 

@@ -181,6 +181,7 @@ def modelled_steady_state(
     *,
     thinking: bool = True,
     nccl_proto: str = "LL",
+    ignore_eos: bool = False,  # every request makes exactly max_tokens (benchmarks/client_fidelity)
 ) -> LoadResult:
     """The served simulator's engine on an instant clock, without drift, fed as the steady-state
     benchmark feeds it (`harness.steady`): `concurrency` slots, each sending the next of
@@ -214,7 +215,7 @@ def modelled_steady_state(
     async def slot() -> None:
         while not stop.is_set():
             request = engine.new_request(
-                next(source), max_tokens, ignore_eos=False, thinking=thinking, greedy=True
+                next(source), max_tokens, ignore_eos=ignore_eos, thinking=thinking, greedy=True
             )
             engine.submit(request)
             first = None

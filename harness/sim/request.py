@@ -36,6 +36,7 @@ class SimRequest:
     die_after: bool = False  # fault injection: the server dies once this request finished
     text_seed: int = 0  # what its words are drawn from: the prompt alone when greedy
     lossy_after: int | None = None  # fault injection: tokens from this index on differ
+    received_wall: float = 0.0  # time.monotonic() at receipt: the chunks' sim_wall_s count from it
 
     def token(self, index: int) -> int:
         """The id of its `index`-th output token (harness.sim.text); a lossy fault shifts every
