@@ -261,10 +261,18 @@ def _fitting(spec: BenchmarkSpec) -> BenchmarkSpec:
     return spec
 
 
+MAX_GPUS = 1024  # a node's GPUs; more is a typo (and would build a list of that many ids)
+
+
 def build_trial_spec(cfg: DictConfig) -> TrialSpec:
     """Validate everything and freeze it. Raises ConfigError naming the bad field."""
     if cfg.trial.role not in ("trial", "baseline"):
         raise ConfigError(f"trial.role={cfg.trial.role!r}: use trial or baseline.")
+    gpus = cfg.hardware.gpus
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
+        raise ConfigError(
+            f"hardware.gpus={gpus!r}: the GPUs of one node, 1..{MAX_GPUS} (e.g. hardware.gpus=8)."
+        )
     if cfg.model.tp > cfg.hardware.gpus:
         raise ConfigError(
             f"model.tp={cfg.model.tp} needs more GPUs than hardware.gpus={cfg.hardware.gpus}."

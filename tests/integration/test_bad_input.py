@@ -164,6 +164,12 @@ def test_every_leaf_key_is_enumerated():
     assert outcome("server.port", []) == "accepted"  # the default passes every check
 
 
+def test_a_huge_gpu_count_is_refused_before_any_list_of_gpus_is_built():
+    # hardware.gpus=2**31 once passed every check and then built a list of 2**31 GPU ids
+    for value in ("2147483648", "9223372036854775808", "0", "true"):
+        assert outcome("hardware.gpus", [f"hardware.gpus={value}"]) == "refused"
+
+
 SETTINGS = {
     "deadline": None,
     "derandomize": True,  # the same examples on every run: CI is reproducible
