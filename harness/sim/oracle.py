@@ -120,14 +120,8 @@ class LoadResult:
     requests: int
 
 
-def modelled_load(
-    argv: list[str], concurrency: int, prompts: list[str], max_tokens: int, nccl_proto: str = "LL"
-) -> LoadResult:
-    """The served simulator's engine run to completion on an instant clock, without drift: the
-    rates a perfect client would measure for `prompts` sent `concurrency` at a time with
-    ignore_eos (every request produces exactly `max_tokens`)."""
-    import asyncio
-
+def _instant_engine(argv: list[str], nccl_proto: str):
+    """The engine `argv` would serve, on an instant clock, without drift or log lines."""
     from harness.sim.engine import Engine, InstantClock
 
     ns = build_parser(sglang_version_of(argv)).parse_args(argv)
@@ -144,6 +138,18 @@ def modelled_load(
         seed=ns.sim_seed,
         drift_sigma=0.0,
     )
+    return engine, clock
+
+
+def modelled_load(
+    argv: list[str], concurrency: int, prompts: list[str], max_tokens: int, nccl_proto: str = "LL"
+) -> LoadResult:
+    """The served simulator's engine run to completion on an instant clock, without drift: the
+    rates a perfect client would measure for `prompts` sent `concurrency` at a time with
+    ignore_eos (every request produces exactly `max_tokens`)."""
+    import asyncio
+
+    engine, clock = _instant_engine(argv, nccl_proto)
     spans: list[tuple[float, float, float, int]] = []
 
     async def one(prompt: str, gate: asyncio.Semaphore) -> None:
@@ -190,22 +196,7 @@ def modelled_steady_state(
     `harness.metrics.steady_window` defines the window; `requests` is the completions in it."""
     import asyncio
 
-    from harness.sim.engine import Engine, InstantClock
-
-    ns = build_parser(sglang_version_of(argv)).parse_args(argv)
-    hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
-    args = resolve(ns, target.architecture, hw.gpu_memory_mib).args
-    model = build_model(args, ns, nccl_proto)
-    clock = InstantClock()
-    engine = Engine(
-        model,
-        clock,
-        max_running_requests=args["max_running_requests"],
-        kv_tokens=model.memory_plan(args["mem_fraction_static"]).kv_tokens,
-        decode_log_interval=10**9,
-        seed=ns.sim_seed,
-        drift_sigma=0.0,
-    )
+    engine, _clock = _instant_engine(argv, nccl_proto)
     source = iter(prompts)
     arrivals: list[tuple[float, int]] = []  # (time, tokens) of every chunk
     ends: list[float] = []
