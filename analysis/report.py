@@ -20,6 +20,7 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from analysis import levels
 from analysis.frame import baseline, measured
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
 from analysis.plots import FIGURES, title
@@ -49,14 +50,18 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_report(
-    df: pd.DataFrame, out_dir: Path, origin: str, requests: pd.DataFrame | None = None
+    df: pd.DataFrame,
+    out_dir: Path,
+    origin: str,
+    requests: pd.DataFrame | None = None,
+    study_dirs: list[Path] | None = None,
 ) -> Path:
     """The report of one experiment's frame (`analysis.load.load_runs`); origin says where the
     rows were read from (a folder or a tracking URI); `requests` (analysis.requests) adds the
     per-request table and the per-prompt comparison with the baseline."""
     out_dir.mkdir(parents=True, exist_ok=True)
     images = []
-    for name, make in FIGURES.items():
+    for name, make in {**FIGURES, "speedup_vs_concurrency": levels.speedup_vs_concurrency}.items():
         fig = make(df)
         fig.savefig(out_dir / f"{name}.png", dpi=110)
         plt.close(fig)
@@ -86,6 +91,7 @@ def write_report(
             "model, not from hardware.</p>"
         )
     body.append(table.to_html(index=False, na_rep="-", classes="trials"))
+    body += _levels_section(study_dirs or [], out_dir)
     if requests is not None and not requests.empty:
         requests.to_parquet(out_dir / "requests.parquet", index=False)
         body += _prompt_section(requests, best, out_dir)
@@ -99,6 +105,28 @@ def write_report(
     index = out_dir / "index.html"
     index.write_text(page)
     return index
+
+
+def _levels_section(study_dirs: list[Path], out_dir: Path) -> list[str]:
+    """The sweep's per-level recommendation and Optuna's parameter importances, when written."""
+    body = []
+    rows = levels.latest_levels(study_dirs)
+    if rows:
+        table = levels.levels_table(rows)
+        table.to_csv(out_dir / "levels.csv", index=False)
+        body += [
+            "<h2>recommendation per level (paired 95% speedup intervals; "
+            "speculation off where no configuration beats the baseline)</h2>",
+            table.to_html(index=False, na_rep="-", classes="trials"),
+        ]
+    weights = levels.importances(study_dirs)
+    if not weights.empty:
+        weights.to_csv(out_dir / "importances.csv")
+        body += [
+            "<h2>parameter importances (Optuna, fANOVA; feasible measured trials)</h2>",
+            weights.to_html(na_rep="-", classes="trials"),
+        ]
+    return body
 
 
 def _prompt_section(requests: pd.DataFrame, best: pd.DataFrame, out_dir: Path) -> list[str]:
@@ -144,9 +172,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {experiment!r} has no trials yet: run python sweep.py -m\n")
     origin = uri if source == "mlflow" else str(Path(args.results).resolve())
     requests = requests_frame(args.results, experiment)
-    index = write_report(df, ResultsLayout.at(args.results).report(experiment), origin, requests)
+    out = ResultsLayout.at(args.results).report(experiment)
+    index = write_report(df, out, origin, requests, levels.study_folders(args.results, df))
     print(f"report: {index.resolve()}")
-    print(f"figures: {', '.join(f'{n}.png' for n in FIGURES)} in {index.parent.resolve()}")
+    names = [*FIGURES, "speedup_vs_concurrency"]
+    print(f"figures: {', '.join(f'{n}.png' for n in names)} in {index.parent.resolve()}")
 
 
 def _only_experiment(parser: argparse.ArgumentParser, results: str) -> str:

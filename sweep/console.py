@@ -185,7 +185,10 @@ class ConsoleReporter:
 
 
 def summary_table(
-    results: list[TrialResult], baseline: TrialResult | None, simulated: bool
+    results: list[TrialResult],
+    baseline: TrialResult | None,
+    simulated: bool,
+    notes: dict[str, str] | None = None,  # trial name -> a note (e.g. over a latency limit)
 ) -> Table:
     title = "Trials, fastest first" + (
         " — SIMULATED, not a hardware measurement" if simulated else ""
@@ -220,6 +223,8 @@ def summary_table(
             note = f"as {r.related}" if r.outcome is Outcome.DUPLICATE else f"from {r.related}"
         elif r.outcome is Outcome.PRUNED:
             note = f"{len(r.runs)} runs"
+        if notes and r.name in notes and r.role != "baseline":
+            note = f"[red]infeasible[/red] {notes[r.name]}"
         cells = [
             "baseline" if r.role == "baseline" else r.name,
             labels.speculation(p) if spec else "off",
@@ -236,12 +241,16 @@ def summary_table(
 
 
 def summary_lines(
-    results: list[TrialResult], baseline: TrialResult | None, recheck: TrialResult | None
+    results: list[TrialResult],
+    baseline: TrialResult | None,
+    recheck: TrialResult | None,
+    exclude: set[str] | None = None,  # trials that cannot be best (over a latency limit)
 ) -> tuple[list[str], dict[str, float]]:
     """The verdict under the table, and the numbers the parent run records."""
     lines, metrics = [], {}
     ok = [r for r in results if r.outcome is Outcome.OK and "tok_s" in r.metrics]
-    best = max(ok, key=lambda r: r.metrics["tok_s"], default=None)
+    ranked = [r for r in ok if r.name not in (exclude or ())]
+    best = max(ranked, key=lambda r: r.metrics["tok_s"], default=None)
     base_ok = baseline is not None and baseline.outcome is Outcome.OK
     skipped = sum(
         r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH)

@@ -250,6 +250,7 @@ class SpecsweepConfig:
     trial: TrialConfig = field(default_factory=TrialConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     preflight: bool = True  # check the machine, paths, ports and stores before a sweep starts
+    report: bool = True  # write analysis.report at the sweep's close, its figures on the parent run
 
 
 def register() -> None:

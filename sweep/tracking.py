@@ -135,7 +135,11 @@ class Tracker:
         return run.info.run_id
 
     def end_sweep(
-        self, run_id: str | None, metrics: dict[str, float], artifacts: list[Path], status: str
+        self,
+        run_id: str | None,
+        metrics: dict[str, float],
+        artifacts: list[Path | tuple[Path, str]],  # a file, or (file, artifact folder)
+        status: str,
     ) -> None:
         if run_id is None or self.offline:
             return
@@ -145,11 +149,16 @@ class Tracker:
             self._went_offline(exc)
 
     def close_sweep(
-        self, run_id: str, metrics: dict[str, float], artifacts: list[Path], status: str
+        self,
+        run_id: str,
+        metrics: dict[str, float],
+        artifacts: list[Path | tuple[Path, str]],
+        status: str,
     ) -> None:
         self._log(run_id, metrics=metrics)
-        for path in artifacts:
-            self.client.log_artifact(run_id, str(path))
+        for item in artifacts:
+            path, folder = item if isinstance(item, tuple) else (item, None)
+            self.client.log_artifact(run_id, str(path), folder)
         self.client.set_terminated(run_id, status=status)
 
     def log_trial(

@@ -17,6 +17,8 @@ from harness.layout import ResultsLayout
 from harness.results import Outcome, TrialResult
 from harness.stats import objective_runs, speedup_metrics
 from sweep.console import console, summary_lines, summary_table, wall_time_line
+from sweep.study import levels
+from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import caps, caps_line
 from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
@@ -79,7 +81,13 @@ def speedups(done: SweepOutcome) -> dict[str, dict[str, float]]:
 
 
 def write_summary(
-    path: Path, cfg: DictConfig, done: SweepOutcome, parent: str | None, metrics: dict
+    path: Path,
+    cfg: DictConfig,
+    done: SweepOutcome,
+    parent: str | None,
+    metrics: dict,
+    per_level: list[levels.LevelRow] | None = None,
+    objective: Objective | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
@@ -94,9 +102,33 @@ def write_summary(
         "max_running_requests": caps(done.results, done.baseline),
         "metrics": metrics,
         "speedups": speedups(done),
+        # The load profile and latency limits the study ranked by (sweep.study.objective)
+        "objective_detail": objective_detail(objective) if objective else None,
+        # The recommendation per concurrency level (sweep.study.levels)
+        "levels": levels.as_dict(per_level or []),
         "trials": [r.to_dict() for r in done.results],
     }
     path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def objective_detail(objective: Objective) -> dict:
+    return {
+        "name": objective.name,
+        "metrics": objective.metrics,
+        "levels": objective.levels,
+        "weights": objective.weights,
+        "slo": objective.slo,
+        "slo_level": objective.slo_level,
+    }
+
+
+def infeasible(results: list[TrialResult], objective: Objective) -> dict[str, str]:
+    """Measured trials over a latency limit -> what they broke (Optuna: constraint > 0)."""
+    found = {}
+    for r in results:
+        if r.outcome is Outcome.OK and (broken := objective.violations(r)):
+            found[r.name] = "over SLO: " + "; ".join(broken)
+    return found
 
 
 def finish(
@@ -112,20 +144,31 @@ def finish(
     """Print the table and the verdict, write the summary, close the parent run."""
     simulated = cfg.engine.name == "sim"
     console.print()
-    table = summary_table(done.results, done.baseline, simulated)
+    over = infeasible(done.results, objective)
+    table = summary_table(done.results, done.baseline, simulated, notes=over)
     table.caption = caps_line(caps(done.results, done.baseline))  # when the caps differ
     console.print(table)
-    lines, metrics = summary_lines(done.results, done.baseline, done.recheck)
+    rows = levels.per_level(done.results, done.baseline, objective)
+    if len(rows) > 1 or objective.slo:
+        console.print(levels.table(rows, simulated, objective.slo_text()))
+    lines, metrics = summary_lines(done.results, done.baseline, done.recheck, exclude=set(over))
+    if over:
+        lines.append(
+            f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "
+            + ", ".join(sorted(over))
+        )
     everything = [r for r in (done.baseline, *done.results, done.recheck) if r is not None]
     lines.append(wall_time_line(everything, done.total_s))
     if objective.multi:
         lines.append(pareto_lines(study, objective))
     for line in lines:
         console.print(line)
-    metrics = sweep_metrics(done, metrics)
+    metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
+    metrics["n_infeasible"] = float(len(over))
     summary = ResultsLayout.summary_file(study_dir)
-    write_summary(summary, cfg, done, parent, metrics)
-    tracker.end_sweep(parent, metrics, [summary], done.status)
+    write_summary(summary, cfg, done, parent, metrics, rows, objective)
+    artifacts = [summary, *sweep_artifacts(cfg, study, objective, study_dir, summary, rows)]
+    tracker.end_sweep(parent, metrics, artifacts, done.status)
     where_things_are(cfg, tracker, study_dir, summary, storage_url)
     console.print(f"[dim]sweep finished with status {done.status}[/dim]")
     return summary

@@ -1,0 +1,226 @@
+"""The recommendation per level: what to deploy at each concurrency the trials measured.
+
+At each level C of benchmark.concurrency, the measured trials (outcome ok) that meet the latency
+limits at C (search.slo; a limit set at another level does not apply here) are ranked by the
+level's metric: per-user decode tok/s at C = 1, output tok/s (what the server delivers) above,
+and per-user decode tok/s at every level when the study optimises per-user speed. The best one
+is recommended only if it beats the baseline beyond noise: the lower end of its paired 95%
+speedup interval (run r of both sent the same prompts, harness.stats.paired_ratio) above 1, or,
+without pairs, its lower bound above the baseline's upper bound. Otherwise the answer at C is
+"speculation off": no configuration beat the baseline's interval there.
+
+`per_level(...)` gives the rows; `as_dict` is what the summary JSON, MLflow's parent run
+(levels.json + one metric per level) and the report's speedup-vs-concurrency figure read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich.table import Table
+
+from harness import labels
+from harness.results import Outcome, RunSummary, TrialResult
+from harness.stats import paired_ratio, summarize
+from sweep.study.objective import Objective
+
+OFF = "speculation off"
+
+
+@dataclass
+class Pick:
+    trial: str
+    config: str  # labels.config_text
+    short: str  # "3/1/4 mem 0.85" (steps/topk/draft; hicache when on) for the console
+    params: dict[str, Any]
+    value: float
+    ci95: float | None
+    speedup: float | None = None
+    low: float | None = None  # the paired 95% speedup interval (None: not bounded)
+    high: float | None = None
+
+
+@dataclass
+class LevelRow:
+    concurrency: int
+    metric: str  # RunSummary field ranked at this level
+    baseline: float | None
+    baseline_ci95: float | None
+    best: Pick | None  # the fastest feasible measured trial (whether or not it beats the baseline)
+    recommend: str  # the trial to deploy, or OFF
+    reason: str
+    excluded: list[str] = field(default_factory=list)  # over a latency limit at this level
+    baseline_violates: list[str] = field(default_factory=list)
+
+
+def level_metric(objective: Objective | None, concurrency: int) -> str:
+    speed = objective is not None and objective.name in ("weighted_speed", "per_level_speed")
+    return "decode_tok_s" if concurrency == 1 or speed else "output_tok_s"
+
+
+def runs_at(runs: list[RunSummary], concurrency: int, metric: str) -> dict[int, float]:
+    """Run number -> the metric, complete runs at this level only."""
+    return {
+        r.run: getattr(r, metric)
+        for r in runs
+        if r.concurrency == concurrency and not r.incomplete and getattr(r, metric) is not None
+    }
+
+
+def _stat(runs: dict[int, float]) -> tuple[float, float | None] | None:
+    if not runs:
+        return None
+    s = summarize(list(runs.values()))
+    return s.mean, s.ci95 if math.isfinite(s.ci95) else None
+
+
+def _violations(objective: Objective | None, result: TrialResult, level: int) -> list[str]:
+    if objective is None or not objective.slo:
+        return []
+    if objective.slo_level is not None and objective.slo_level != level:
+        return []
+    suffix = f" @ {level}"
+    return [v for v in objective.violations(result) if v.endswith(suffix)]
+
+
+def levels_of(results: list[TrialResult], baseline: TrialResult | None) -> list[int]:
+    found = {r.concurrency for t in [*results, baseline] if t is not None for r in t.runs}
+    return sorted(found)
+
+
+def per_level(
+    results: list[TrialResult], baseline: TrialResult | None, objective: Objective | None
+) -> list[LevelRow]:
+    measured = [r for r in results if r.outcome is Outcome.OK and r.role != "baseline"]
+    base_ok = baseline is not None and baseline.outcome is Outcome.OK
+    rows = []
+    for level in levels_of(measured, baseline if base_ok else None):
+        metric = level_metric(objective, level)
+        base_runs = runs_at(baseline.runs, level, metric) if base_ok else {}  # type: ignore[union-attr]
+        base = _stat(base_runs)
+        excluded, ranked = [], []
+        for r in measured:
+            stat = _stat(runs_at(r.runs, level, metric))
+            if stat is None:
+                continue
+            if _violations(objective, r, level):
+                excluded.append(r.name)
+                continue
+            ranked.append((stat, r))
+        ranked.sort(key=lambda item: item[0][0], reverse=True)
+        best = None
+        if ranked:
+            (value, ci), top = ranked[0]
+            p = top.effective or top.params
+            config = labels.config_text(p)
+            hicache = p.get("hicache_size") or 0
+            short = f"{labels.speculation(p)} mem {p.get('mem_fraction_static')}" + (
+                f" hicache {hicache}" if hicache else ""
+            )
+            best = Pick(top.name, config, short, dict(top.params), value, ci)
+            if base is not None:
+                ratio = paired_ratio(runs_at(top.runs, level, metric), base_runs)
+                best.speedup = value / base[0]
+                if math.isfinite(ratio.low) and math.isfinite(ratio.high):
+                    best.low, best.high = ratio.low, ratio.high
+        recommend, reason = _verdict(best, base)
+        rows.append(
+            LevelRow(
+                concurrency=level,
+                metric=metric,
+                baseline=base[0] if base else None,
+                baseline_ci95=base[1] if base else None,
+                best=best,
+                recommend=recommend,
+                reason=reason,
+                excluded=sorted(excluded),
+                baseline_violates=_violations(objective, baseline, level) if base_ok else [],  # type: ignore[arg-type]
+            )
+        )
+    return rows
+
+
+def _verdict(best: Pick | None, base: tuple[float, float | None] | None) -> tuple[str, str]:
+    if best is None:
+        return OFF, "no configuration was measured here within the limits"
+    if base is None:
+        return best.trial, "no baseline measured at this level: the fastest, not a comparison"
+    if best.low is not None:
+        if best.low > 1:
+            return best.trial, "its paired 95% interval is above 1x"
+        return OFF, "no configuration beats the baseline: the best one's interval reaches 1x"
+    base_high = base[0] + (base[1] if base[1] is not None else math.inf)
+    low = best.value - (best.ci95 if best.ci95 is not None else math.inf)
+    if low > base_high:
+        return best.trial, "its lower bound is above the baseline's upper bound (unpaired)"
+    return OFF, "no configuration beats the baseline beyond the runs' intervals"
+
+
+def as_dict(rows: list[LevelRow]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
+
+
+def metrics(rows: list[LevelRow]) -> dict[str, float]:
+    """The parent run's per-level numbers: best_speedup_c{C} (+ _ci95_low/_high), speculate_c{C}
+    (1 on, 0 off), best_{metric}_c{C}."""
+    out: dict[str, float] = {}
+    for row in rows:
+        c = row.concurrency
+        out[f"speculate_c{c}"] = 0.0 if row.recommend == OFF else 1.0
+        if row.best is None:
+            continue
+        out[f"best_{row.metric}_c{c}"] = row.best.value
+        if row.best.speedup is not None:
+            out[f"best_speedup_c{c}"] = row.best.speedup
+        if row.best.low is not None and row.best.high is not None:
+            out[f"best_speedup_c{c}_ci95_low"] = row.best.low
+            out[f"best_speedup_c{c}_ci95_high"] = row.best.high
+    return out
+
+
+def fmt_value(value: float | None, ci: float | None) -> str:
+    if value is None:
+        return "-"
+    digits = 0 if value >= 1000 else 1
+    return f"{value:.{digits}f} ± {ci:.{digits}f}" if ci is not None else f"{value:.{digits}f}"
+
+
+def fmt_speedup(pick: Pick | None) -> str:
+    if pick is None or pick.speedup is None:
+        return "-"
+    if pick.low is None or pick.high is None:
+        return f"{pick.speedup:.2f}×"
+    return f"{pick.speedup:.2f}× [{pick.low:.2f}, {pick.high:.2f}]"
+
+
+def table(rows: list[LevelRow], simulated: bool, slo: str = "") -> Table:
+    """The per-level answer on the console: one row per concurrency."""
+    title = "Recommendation per level" + (" — SIMULATED" if simulated else "")
+    notes = [f"limits: {slo}"] if slo else []
+    for row in rows:
+        if row.excluded:
+            notes.append(f"over the limits at {row.concurrency}: {', '.join(row.excluded)}")
+        if row.baseline_violates:
+            notes.append(f"the baseline is over the limits at {row.concurrency} too")
+    t = Table(title=title, title_justify="left", caption="\n".join(notes) or None)
+    t.caption_justify = "left"
+    best_column = "best (steps/topk/draft)"
+    columns = ("C", "metric", "baseline", best_column, "tok/s ±95%", "speedup [95%]", "deploy")
+    for column in columns:
+        left = column in (best_column, "deploy", "metric")
+        t.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=2)
+    for row in rows:
+        best = row.best
+        off = row.recommend == OFF
+        t.add_row(
+            str(row.concurrency),
+            "per-user" if row.metric == "decode_tok_s" else "output",
+            fmt_value(row.baseline, row.baseline_ci95),
+            f"{best.trial} {best.short}" if best else "-",
+            fmt_value(best.value, best.ci95) if best else "-",
+            fmt_speedup(best),
+            f"[yellow]{OFF}[/yellow]" if off else f"[green]{row.recommend}[/green]",
+        )
+    return t

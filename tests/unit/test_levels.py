@@ -1,0 +1,105 @@
+"""The recommendation per level: best per concurrency with its paired interval, "speculation off"
+where nothing beats the baseline, latency limits that change the answer, and where it is shown."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+from omegaconf import OmegaConf
+
+from harness.results import Outcome, RunSummary, TrialResult
+from sweep.console import console, summary_lines, summary_table
+from sweep.study import artifacts, levels
+from sweep.study.driver import SearchDriver
+from sweep.study.objective import Objective
+from sweep.study.summary import infeasible
+from tests.unit.test_search import cand
+
+LEVELS = (1, 8, 64)
+
+
+def trial(name, per_level, itl=None, role="trial", steps=3) -> TrialResult:
+    """per_level: {C: (speed, spread)}; decode tok/s at 1, output tok/s above, three paired runs."""
+    runs, metrics = [], {}
+    for c, (speed, spread) in per_level.items():
+        for k, delta in enumerate((-spread, 0.0, spread), start=1):
+            v = speed + delta
+            runs.append(RunSummary(k, c, 3, 0, 100, v if c == 1 else v / c, v, v, 0.1, None, None))
+        metrics[f"decode_tok_s_c{c}"] = speed if c == 1 else speed / c
+        metrics[f"output_tok_s_c{c}"] = speed
+        metrics[f"itl_ms_p99_c{c}"] = (itl or {}).get(c, 10.0)
+    metrics["tok_s"] = metrics["decode_tok_s_c1"]
+    params = {} if role == "baseline" else {"speculative_num_steps": steps}
+    return TrialResult(name, role, Outcome.OK, "sim", True, 1.0, params, metrics=metrics, runs=runs)
+
+
+BASE = trial("baseline", {1: (100, 1), 8: (700, 5), 64: (3000, 20)}, role="baseline")
+FAST = trial(
+    "trial_0000", {1: (150, 1), 8: (900, 5), 64: (2800, 20)}, itl={1: 45.0, 64: 55.0}, steps=5
+)
+STEADY = trial("trial_0001", {1: (130, 1), 8: (950, 5), 64: (2900, 20)}, itl={64: 30.0})
+
+
+def test_best_per_level_and_speculation_off_where_every_configuration_loses():
+    rows = levels.per_level([FAST, STEADY], BASE, Objective("tok_s", 64))
+    assert [r.concurrency for r in rows] == list(LEVELS)
+    one, eight, sixty_four = rows
+    assert one.recommend == "trial_0000" and one.metric == "decode_tok_s"
+    assert one.best.speedup == 1.5 and one.best.low > 1  # paired: the runs' shared offsets cancel
+    assert eight.recommend == "trial_0001" and eight.metric == "output_tok_s"
+    assert sixty_four.recommend == levels.OFF and sixty_four.best.trial == "trial_0001"
+    assert sixty_four.best.high < 1
+    m = levels.metrics(rows)
+    assert m["speculate_c1"] == 1.0 and m["speculate_c64"] == 0.0
+    assert m["best_speedup_c8_ci95_low"] > 1
+
+
+def test_a_best_within_the_baselines_noise_is_speculation_off():
+    close = trial("trial_0002", {1: (101, -3)})  # runs that move against the baseline's
+    base = trial("baseline", {1: (100, 3)}, role="baseline")
+    (row,) = levels.per_level([close], base, Objective("tok_s", 64))
+    assert row.recommend == levels.OFF and row.best.low < 1 < row.best.high
+
+
+def test_a_limit_that_excludes_the_fastest_single_stream_configuration_changes_the_answer():
+    slo = Objective("tok_s", 64, slo={"itl_ms_p99": 40})  # at every measured level
+    rows = levels.per_level([FAST, STEADY], BASE, slo)
+    assert rows[0].recommend == "trial_0001" and rows[0].excluded == ["trial_0000"]
+    # ... and the study agrees: FAST is infeasible for Optuna, STEADY is its best trial
+    study = optuna.create_study(directions=["maximize"])
+    driver = SearchDriver(study, slo)
+    driver.tell(study.ask(), cand(mem=0.85), FAST, None)
+    driver.tell(study.ask(), cand(mem=0.86), STEADY, None)
+    assert study.best_trial.number == 1
+    # the console marks it and the verdict line skips it
+    over = infeasible([FAST, STEADY], slo)
+    assert over == {"trial_0000": "over SLO: itl_ms_p99 45.0 > 40 @ 1; itl_ms_p99 55.0 > 40 @ 64"}
+    lines, metrics = summary_lines([FAST, STEADY], BASE, None, exclude=set(over))
+    assert metrics["best_tok_s"] == 130 and "trial_0001" in "".join(lines)
+    with console.capture() as out:
+        console.print(summary_table([FAST, STEADY], BASE, True, notes=over))
+        console.print(levels.table(rows, True, slo.slo_text()))
+    text = out.get()
+    assert "infeasible over SLO: itl_ms_p99 45.0 > 40 @ 1" in text
+    assert "speculation off" in text and "over the limits at 1: trial_0000" in text
+
+
+def test_a_limit_at_one_level_leaves_the_others_alone():
+    at_64 = Objective("tok_s", 64, slo={"itl_ms_p99": 40}, slo_level=64)
+    rows = levels.per_level([FAST, STEADY], BASE, at_64)
+    assert rows[0].recommend == "trial_0000" and rows[0].excluded == []
+    assert rows[2].excluded == ["trial_0000"]
+
+
+def test_the_table_is_written_for_mlflow_and_the_report(tmp_path):
+    rows = levels.per_level([FAST, STEADY], BASE, Objective("tok_s", 64))
+    summary = tmp_path / "summary-20260101-000000.json"
+    path = artifacts.write_levels(summary, rows)
+    assert path.name == "levels-20260101-000000.json"
+    data = json.loads(path.read_text())
+    assert [d["recommend"] for d in data] == ["trial_0000", "trial_0001", levels.OFF]
+    assert data[0]["best"]["low"] > 1 and data[0]["best"]["params"] == {"speculative_num_steps": 5}
+    cfg = OmegaConf.create({"report": False})
+    assert artifacts.sweep_artifacts(cfg, optuna.create_study(), Objective("tok_s", 64),
+                                     tmp_path, summary, rows) == [path]  # fmt: skip
