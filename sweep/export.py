@@ -7,12 +7,18 @@ reference to an environment variable the operator sets (SGLANG_API_KEY for --api
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from pathlib import Path
 
 from harness.command import ServerCommand
 from harness.redact import redacted_argv, redacted_env
+from harness.results import Outcome, TrialResult
+from sweep.study import levels
+from sweep.study.objective import Objective
 
 SECRET_FLAG_ENV = "SGLANG_API_KEY"
 CONTINUATION = " \\\n    "  # backslash, newline, indent
@@ -99,3 +105,57 @@ def systemd_unit(command: ServerCommand, description: str, env_file: str) -> str
         "WantedBy=multi-user.target",
     ]
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Deployment:
+    """What `sweep.reproduce` chose to deploy and why: the hook for adaptive speculation too
+    (`adaptive_config`: the SGLang JSON to start the server with, sweep.adaptive)."""
+
+    trial: str
+    run_id: str
+    why: str
+    level: int | None
+    argv: list[str]
+    simulated: bool
+    adaptive_config: str | None = None
+
+    def write(self, path: Path) -> Path:
+        data = asdict(self)
+        data["argv"] = [a if a is not None else "<redacted>" for a in redacted_argv(self.argv)]
+        path.write_text(json.dumps(data, indent=2) + "\n")
+        return path
+
+
+def best_by_objective(
+    runs: list[tuple[str, dict[str, float]]],
+    objective: Objective,
+    level: int | None = None,
+    baseline: dict[str, float] | None = None,
+) -> tuple[int, str] | None:
+    """Index of the run to deploy in `runs` ((name, metrics) of measured trials) and why; None
+    when none meets the limits. Without a level: the study's objective (a Pareto front's first
+    objective), infeasible trials left out, as Optuna ranks. With one: the level's metric
+    (sweep.study.levels), limits at that level."""
+    found = []
+    base_tok_s = (baseline or {}).get("tok_s")
+    for i, (name, metrics) in enumerate(runs):
+        result = TrialResult(name, "trial", Outcome.OK, "", False, 1.0, {}, metrics=metrics)
+        if level is None:
+            values = objective.values(result, base_tok_s)
+            if values is None or any(v > 0 for v in objective.constraints(result).values()):
+                continue
+            found.append((values[0], i))
+        else:
+            value = metrics.get(f"{levels.level_metric(objective, level)}_c{level}")
+            if value is None or levels.violations_at(objective, result, level):
+                continue
+            found.append((value, i))
+    if not found:
+        return None
+    value, index = max(found)
+    if level is None:
+        label = objective.labels[0]
+        return index, f"best by the study's objective ({label} {value:.1f})"
+    metric = levels.level_metric(objective, level)
+    return index, f"best at concurrency {level} ({metric} {value:.1f})"

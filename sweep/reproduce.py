@@ -1,6 +1,7 @@
 """`python -m sweep.reproduce --experiment NAME [--run ID] [--runs N] [--dry-run]`
 
-Recompose a tracked trial's recorded config (default: the study's best), relaunch its server,
+Recompose a tracked trial's recorded config (default: the study's best by its own objective and
+latency limits; --level C: the best at concurrency C), relaunch its server,
 benchmark it with more runs, say whether the result is consistent with the recorded one, log the
 reproduction as an MLflow run nested under the original, and export `launch_server.sh` and a
 systemd unit with the exact command (secrets redacted). `--dry-run` only prints the exports.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -23,31 +25,74 @@ from harness.command import build_server_command
 from harness.errors import SpecsweepError
 from harness.layout import ResultsLayout, stamp
 from harness.results import Outcome
-from harness.stats import consistent
+from harness.stats import consistent, paired_ratio
 from harness.trial import run_trial
 from sweep import provenance
 from sweep.config import build_trial_spec
 from sweep.console import ConsoleReporter, console
-from sweep.export import launch_script, systemd_unit
+from sweep.export import Deployment, best_by_objective, launch_script, systemd_unit
 from sweep.schema import SpecsweepConfig, register
+from sweep.study import levels
+from sweep.study.objective import Objective
 from sweep.tracking import Tracker
 
 
-def pick_run(client: MlflowClient, experiment: str, run_id: str | None) -> Run:
-    if run_id:
-        return client.get_run(run_id)
+def trial_runs(client: MlflowClient, experiment: str, role: str = "trial") -> list[Run]:
     found = client.get_experiment_by_name(experiment)
     if found is None:
         raise SystemExit(f"no MLflow experiment {experiment!r}: run python sweep.py -m first")
-    runs = client.search_runs(
+    return client.search_runs(
         [found.experiment_id],
-        filter_string="tags.`specsweep.role` = 'trial' and tags.`specsweep.outcome` = 'ok'",
-        order_by=["metrics.tok_s DESC"],
-        max_results=1,
+        filter_string=f"tags.`specsweep.role` = '{role}' and tags.`specsweep.outcome` = 'ok'",
+        order_by=["attributes.start_time DESC"],
+        max_results=5000,
     )
+
+
+def pick_run(
+    client: MlflowClient, experiment: str, run_id: str | None, level: int | None = None
+) -> tuple[Run, str]:
+    """The run to deploy and why: --run, else the best by the study's own objective (its load
+    profile and latency limits: sweep.study.objective, read from the trials' recorded config),
+    or with --level the best at that concurrency (the baseline where speculation loses there)."""
+    if run_id:
+        return client.get_run(run_id), "the run asked for"
+    runs = trial_runs(client, experiment)
     if not runs:
         raise SystemExit(f"experiment {experiment!r} has no successful trial to reproduce")
-    return runs[0]
+    cfg = recorded_config(client, runs[0])
+    objective = Objective.from_config(cfg.search, cfg.benchmark)
+    named = [(r.data.tags.get("mlflow.runName", r.info.run_id), r.data.metrics) for r in runs]
+    bases = trial_runs(client, experiment, role="baseline")
+    base = bases[-1].data.metrics if bases else None  # the first measurement, not the re-check
+    choice = best_by_objective(named, objective, level, base)
+    if choice is None:
+        where = f" at concurrency {level}" if level is not None else ""
+        raise SystemExit(f"no trial of {experiment!r} meets the study's limits{where}")
+    index, why = choice
+    if level is None or not bases:
+        return runs[index], why
+    # At a level, the per-level table's rule (sweep.study.levels): deploy speculation only if it
+    # beats the baseline beyond the paired 95% interval of their runs there.
+    metric = levels.level_metric(objective, level)
+    pair = [per_run(client, r, f"run.{metric}_c{level}") for r in (runs[index], bases[-1])]
+    stat = levels.stat(pair[0])
+    pick = levels.Pick(named[index][0], "", "", {}, *stat) if stat else None
+    base_stat = levels.stat(pair[1])
+    if pick is not None and base_stat is not None:
+        ratio = paired_ratio(pair[0], pair[1])
+        pick.speedup = pick.value / base_stat[0]
+        if math.isfinite(ratio.low) and math.isfinite(ratio.high):
+            pick.low, pick.high = ratio.low, ratio.high
+    recommend, reason = levels.verdict(pick, base_stat)
+    if recommend == levels.OFF:
+        return bases[-1], f"{levels.OFF} at concurrency {level}: {reason}"
+    return runs[index], f"{why}; {reason}"
+
+
+def per_run(client: MlflowClient, run: Run, key: str) -> dict[int, float]:
+    """A trial's value per run number (sweep.tracking logs each run as a step)."""
+    return {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}
 
 
 def recorded_config(client: MlflowClient, run: Run):
@@ -65,14 +110,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", required=True, help="MLflow experiment (the study name)")
     parser.add_argument("--run", help="MLflow run id of the trial (default: the best)")
     parser.add_argument("--results", default="results", help="the sweep's tracking.dir")
+    parser.add_argument(
+        "--level",
+        type=int,
+        help="deploy for this concurrency: the best there (default: by the study's objective)",
+    )
+    parser.add_argument(
+        "--tracking-uri",
+        default=os.environ.get("SPECSWEEP_MLFLOW_URI"),
+        help="MLflow tracking URI, e.g. a tracking server (default: $SPECSWEEP_MLFLOW_URI, "
+        "else <results>/mlflow.db)",
+    )
+    parser.add_argument(
+        "--adaptive-config", help="SGLang adaptive-speculation JSON to deploy with (recorded)"
+    )
     parser.add_argument("--runs", type=int, default=10, help="measured runs (more than a trial)")
     parser.add_argument("--dry-run", action="store_true", help="only print the exports")
     args = parser.parse_args(argv)
     register()
     layout = ResultsLayout.at(args.results)
     results = layout.root
-    client = MlflowClient(tracking_uri=layout.mlflow_uri)
-    run = pick_run(client, args.experiment, args.run)
+    client = MlflowClient(tracking_uri=args.tracking_uri or layout.mlflow_uri)
+    run, why = pick_run(client, args.experiment, args.run, args.level)
     name = run.data.tags.get("mlflow.runName", run.info.run_id)
     cfg = recorded_config(client, run)
     at = stamp()
@@ -101,15 +160,25 @@ def main(argv: list[str] | None = None) -> int:
     unit_name = f"specsweep-{args.experiment}.service"
     script = launch_script(command, description)
     unit = systemd_unit(command, description, f"/etc/specsweep/{args.experiment}.env")
+    deployment = Deployment(
+        trial=name,
+        run_id=run.info.run_id,
+        why=why,
+        level=args.level,
+        argv=list(command.argv),
+        simulated=spec.engine.simulated,
+        adaptive_config=args.adaptive_config,
+    )
     if args.dry_run:
-        sys.stdout.write(f"# launch_server.sh\n{script}\n# {unit_name}\n{unit}")
+        sys.stdout.write(f"# {name}: {why}\n# launch_server.sh\n{script}\n# {unit_name}\n{unit}")
         return 0
     out.mkdir(parents=True, exist_ok=True)
+    deployment.write(out / "deployment.json")
     (out / "launch_server.sh").write_text(script)
     (out / "launch_server.sh").chmod(0o755)
     (out / unit_name).write_text(unit)
     console.print(
-        f"reproducing {name} ({config_text}) with {args.runs} runs; recorded "
+        f"reproducing {name} ({why}; {config_text}) with {args.runs} runs; recorded "
         f"{measured:.1f} ± {recorded_ci:.1f} tok/s"
     )
     provenance.write(cfg, command, out / "trial")

@@ -69,14 +69,14 @@ def runs_at(runs: list[RunSummary], concurrency: int, metric: str) -> dict[int, 
     }
 
 
-def _stat(runs: dict[int, float]) -> tuple[float, float | None] | None:
+def stat(runs: dict[int, float]) -> tuple[float, float | None] | None:
     if not runs:
         return None
     s = summarize(list(runs.values()))
     return s.mean, s.ci95 if math.isfinite(s.ci95) else None
 
 
-def _violations(objective: Objective | None, result: TrialResult, level: int) -> list[str]:
+def violations_at(objective: Objective | None, result: TrialResult, level: int) -> list[str]:
     if objective is None or not objective.slo:
         return []
     if objective.slo_level is not None and objective.slo_level != level:
@@ -99,16 +99,16 @@ def per_level(
     for level in levels_of(measured, baseline if base_ok else None):
         metric = level_metric(objective, level)
         base_runs = runs_at(baseline.runs, level, metric) if base_ok else {}  # type: ignore[union-attr]
-        base = _stat(base_runs)
+        base = stat(base_runs)
         excluded, ranked = [], []
         for r in measured:
-            stat = _stat(runs_at(r.runs, level, metric))
-            if stat is None:
+            found = stat(runs_at(r.runs, level, metric))
+            if found is None:
                 continue
-            if _violations(objective, r, level):
+            if violations_at(objective, r, level):
                 excluded.append(r.name)
                 continue
-            ranked.append((stat, r))
+            ranked.append((found, r))
         ranked.sort(key=lambda item: item[0][0], reverse=True)
         best = None
         if ranked:
@@ -125,7 +125,7 @@ def per_level(
                 best.speedup = value / base[0]
                 if math.isfinite(ratio.low) and math.isfinite(ratio.high):
                     best.low, best.high = ratio.low, ratio.high
-        recommend, reason = _verdict(best, base)
+        recommend, reason = verdict(best, base)
         rows.append(
             LevelRow(
                 concurrency=level,
@@ -136,13 +136,13 @@ def per_level(
                 recommend=recommend,
                 reason=reason,
                 excluded=sorted(excluded),
-                baseline_violates=_violations(objective, baseline, level) if base_ok else [],  # type: ignore[arg-type]
+                baseline_violates=violations_at(objective, baseline, level) if base_ok else [],  # type: ignore[arg-type]
             )
         )
     return rows
 
 
-def _verdict(best: Pick | None, base: tuple[float, float | None] | None) -> tuple[str, str]:
+def verdict(best: Pick | None, base: tuple[float, float | None] | None) -> tuple[str, str]:
     if best is None:
         return OFF, "no configuration was measured here within the limits"
     if base is None:
@@ -198,7 +198,10 @@ def fmt_speedup(pick: Pick | None) -> str:
 def table(rows: list[LevelRow], simulated: bool, slo: str = "") -> Table:
     """The per-level answer on the console: one row per concurrency."""
     title = "Recommendation per level" + (" — SIMULATED" if simulated else "")
-    notes = [f"limits: {slo}"] if slo else []
+    metric = {r.metric for r in rows if r.concurrency > 1}
+    notes = ["tok/s: per-user decode at 1, " + ("per-user" if metric == {"decode_tok_s"} else
+             "output (the server's)") + " above; speedup: paired 95% interval"]  # fmt: skip
+    notes += [f"limits: {slo}"] if slo else []
     for row in rows:
         if row.excluded:
             notes.append(f"over the limits at {row.concurrency}: {', '.join(row.excluded)}")
@@ -207,16 +210,15 @@ def table(rows: list[LevelRow], simulated: bool, slo: str = "") -> Table:
     t = Table(title=title, title_justify="left", caption="\n".join(notes) or None)
     t.caption_justify = "left"
     best_column = "best (steps/topk/draft)"
-    columns = ("C", "metric", "baseline", best_column, "tok/s ±95%", "speedup [95%]", "deploy")
+    columns = ("C", "baseline", best_column, "tok/s ±95%", "speedup [95%]", "deploy")
     for column in columns:
-        left = column in (best_column, "deploy", "metric")
+        left = column in (best_column, "deploy")
         t.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=2)
     for row in rows:
         best = row.best
         off = row.recommend == OFF
         t.add_row(
             str(row.concurrency),
-            "per-user" if row.metric == "decode_tok_s" else "output",
             fmt_value(row.baseline, row.baseline_ci95),
             f"{best.trial} {best.short}" if best else "-",
             fmt_value(best.value, best.ci95) if best else "-",

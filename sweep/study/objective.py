@@ -18,6 +18,7 @@ and `best_trial(s)` leave it out.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from harness.results import TrialResult
 
 PROFILE = ("weighted_throughput", "weighted_speed", "per_level_speed")
 SLO_METRICS = tuple(f"{k}_ms_p{p}" for k in ("ttft", "itl", "tpot") for p in (50, 90, 99))
+_LEVEL = re.compile(r"^output_tok_s_c\d+$")
 UNMEASURED = 1.0  # a limited metric missing at a level: not shown to meet it, so infeasible
 
 
@@ -210,7 +212,10 @@ class Objective:
             return [self.slo_level]
         if self.levels:
             return self.levels
-        return sorted({r.concurrency for r in result.runs if not r.incomplete})
+        found = {r.concurrency for r in result.runs if not r.incomplete}
+        if not found:  # a result read back from MLflow: its per-level metrics name the levels
+            found = {int(k.rsplit("_c", 1)[1]) for k in result.metrics if _LEVEL.match(k)}
+        return sorted(found)
 
     def constraints(self, result: TrialResult) -> dict[str, float]:
         """slo_<metric>_c<level>: value / limit - 1 (> 0 violated; a limited metric that was not

@@ -204,5 +204,10 @@ def where_things_are(
             "--workers 1), then http://127.0.0.1:5000",
             soft_wrap=True,
         )
+    console.print(
+        f"Optuna views:  optuna-dashboard {redact_url(storage_url)}   (history, importances, "
+        "Pareto front; docs/analysis.md)",
+        soft_wrap=True,
+    )
     if cfg.engine.name == "sim":
         console.print("[yellow]All numbers above are SIMULATED (engine=sim).[/yellow]")

@@ -103,3 +103,17 @@ def test_the_table_is_written_for_mlflow_and_the_report(tmp_path):
     cfg = OmegaConf.create({"report": False})
     assert artifacts.sweep_artifacts(cfg, optuna.create_study(), Objective("tok_s", 64),
                                      tmp_path, summary, rows) == [path]  # fmt: skip
+
+
+def test_export_picks_by_the_studys_objective_and_limits_not_always_tok_s():
+    from sweep.export import best_by_objective
+
+    runs = [(r.name, r.metrics) for r in (FAST, STEADY)]
+    assert best_by_objective(runs, Objective("tok_s", 64))[0] == 0  # FAST: 150 tok/s
+    weighted = Objective("weighted_throughput", 64, levels=[8, 64])
+    assert best_by_objective(runs, weighted)[0] == 1  # STEADY serves more at 8 and 64
+    limited = Objective("tok_s", 64, slo={"itl_ms_p99": 40})
+    index, why = best_by_objective(runs, limited)
+    assert index == 1 and "objective" in why  # FAST is over the ITL limit
+    assert best_by_objective(runs, Objective("tok_s", 64), level=8)[0] == 1
+    assert best_by_objective(runs, limited, level=1)[0] == 1
