@@ -118,3 +118,28 @@ def test_the_composed_config_checks_the_file_and_the_starting_steps(tmp_path):
         "server.speculative_num_draft_tokens=null",
     )
     assert t.server.speculative_adaptive_config == str(good.resolve())
+
+
+def test_a_searched_adaptive_holds_topk_at_1():
+    import optuna
+    from omegaconf import OmegaConf
+
+    from sweep.study.space import SearchSpace
+
+    space = SearchSpace.from_config(
+        OmegaConf.create(
+            {
+                "speculative_adaptive": {"type": "categorical", "choices": [False, True]},
+                "speculative_num_steps": {"type": "int", "low": 1, "high": 5},
+                "speculative_eagle_topk": {"type": "categorical", "choices": [1, 4]},
+                "speculative_num_draft_tokens": {"type": "int", "low": 2, "high": 16},
+            }
+        )
+    )
+    fixed = {"speculative_adaptive": True, "speculative_num_steps": 3,
+             "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8}  # fmt: skip
+    values = space.suggest(optuna.trial.FixedTrial(fixed))
+    assert values == {**fixed, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+    static = space.suggest(optuna.trial.FixedTrial({**fixed, "speculative_adaptive": False}))
+    assert static["speculative_eagle_topk"] == 4 and static["speculative_num_draft_tokens"] == 8
+    assert "server.speculative_adaptive=True" in space.overrides(values)
