@@ -5,6 +5,8 @@ would make SGLang's policy leave the measured best."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from harness.sglang import adaptive_slots
@@ -41,3 +43,16 @@ def test_best_static_is_any_topk(tmp_path):
     study = Study.read(make_study(tmp_path))
     assert study.best_static(1).name == "trial_0003" and study.best_static(64).name == "trial_0002"
     assert study.levels() == [1, 8, 32, 64]
+
+
+def test_adaptive_is_deployed_only_beyond_the_interval_of_the_difference():
+    from sweep.adaptive import verdict
+
+    static = (100.0, 3.0)
+    # 106 - 100 = 6 > sqrt(3^2 + 4^2) = 5: adaptive; 104: within it, static.
+    kind, gain = verdict(static, {"measured adaptive": (106.0, 4.0)})
+    assert kind == "measured adaptive" and gain == pytest.approx(0.06)
+    kind, gain = verdict(static, {"measured adaptive": (104.0, 4.0), "default adaptive": (90, 1)})
+    assert kind == "static" and gain == pytest.approx(0.04)
+    assert verdict(None, {})[0].startswith("unknown")
+    assert verdict(static, {"default adaptive": (200.0, math.inf)})[0] == "static"  # one run
