@@ -92,6 +92,23 @@ def write_config(study: Study, levels: list[int], python: str | None) -> Path:
     return path
 
 
+def after_sweep(study_dir: Path, concurrency: list[int], tracker: Any, parent: str | None) -> None:
+    """The end of a multi-level sweep: adaptive_config.json from what it measured, checked with
+    SGLang's loader where it can be, attached to the sweep's MLflow run. Never fails the sweep:
+    a study that cannot give a file (no topk=1 trial) says why."""
+    if len(concurrency) < 2:
+        return
+    try:
+        study = Study.read(study_dir)
+        path = write_config(study, sorted(concurrency), compat_python())
+    except (SystemExit, RuntimeError, ValueError) as exc:
+        console.print(f"adaptive config not written: {exc}")
+        return
+    if parent is not None:
+        tracker.client.log_artifact(parent, str(path))
+    console.print(f"  head-to-head with static: python -m sweep.adaptive --study {study_dir}")
+
+
 def recorded(folder: Path) -> DictConfig:
     return OmegaConf.merge(
         OmegaConf.structured(SpecsweepConfig), OmegaConf.load(folder / "config.yaml")

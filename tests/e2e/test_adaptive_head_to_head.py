@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 from harness.procs import free_port
 from sweep.adaptive import compat_python
@@ -35,6 +36,16 @@ def test_the_head_to_head_measures_three_deployments_per_level(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     study = tmp_path / "kimi-k25-eagle3"
+    # The multi-level sweep itself ends with the measured file, attached to its MLflow run.
+    flat = proc.stdout.replace("\n", "")
+    assert f"adaptive config: {study / 'adaptive_config.json'}" in flat
+    assert "head-to-head with static: python -m sweep.adaptive --study" in flat
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    [experiment] = [e for e in client.search_experiments() if e.name == "kimi-k25-eagle3"]
+    parents = client.search_runs(
+        [experiment.experiment_id], filter_string="tags.`specsweep.role` = 'sweep'"
+    )
+    assert "adaptive_config.json" in {a.path for a in client.list_artifacts(parents[0].info.run_id)}
     argv = [sys.executable, "-m", "sweep.adaptive", "--study", str(study), "--runs", "2"]
     out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
