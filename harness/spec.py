@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.results import RunSummary
-from harness.sglang import CURRENT, EAGLE_FAMILY, VERSIONS
+from harness.sglang import CURRENT, EAGLE_FAMILY, VERSIONS, adaptive_unsupported_reason
 from harness.stats import summarize
 from harness.workload import REASONING
 
@@ -99,6 +99,10 @@ class ServerSpec:
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
+    # SGLang's runtime step adaptation (harness.sglang ADAPTIVE_*; docs/adaptive.md): the config
+    # is a JSON file path (None: SGLang's built-in ADAPTIVE_DEFAULT_CONFIG).
+    speculative_adaptive: bool = False
+    speculative_adaptive_config: str | None = None
     extra_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = field(default=())  # added to the server's environment
 
@@ -118,6 +122,33 @@ class ServerSpec:
         _check_range("cuda_graph_max_bs", self.cuda_graph_max_bs, 1, 4096)
         _check_range("decode_log_interval", self.decode_log_interval, 1, 100000)
         self._check_speculative()
+        self._check_adaptive()
+
+    def _check_adaptive(self) -> None:
+        """SGLang serves adaptive only for EAGLE/EAGLE3 at topk 1 and otherwise falls back to
+        static with a warning (harness.sglang.adaptive_unsupported_reason): refused here."""
+        if not self.speculative_adaptive:
+            _check(
+                self.speculative_adaptive_config is None,
+                "server.speculative_adaptive_config is set but server.speculative_adaptive is "
+                "false: set server.speculative_adaptive=true, or drop the config.",
+            )
+            return
+        _check(
+            self.speculative,
+            "server.speculative_adaptive=true needs a drafter: choose one with drafter=<name> "
+            "(the baseline has no speculation to adapt).",
+        )
+        reason = adaptive_unsupported_reason(
+            self.speculative_algorithm, self.speculative_eagle_topk
+        )
+        _check(
+            reason is None,
+            f"server.speculative_adaptive=true with {reason}: SGLang would disable adaptive and "
+            "serve static parameters (speculative_hook.py _maybe_disable_adaptive). Use "
+            "server.speculative_eagle_topk=1 (or leave steps/topk/draft unset) with an EAGLE or "
+            "EAGLE3 drafter, or set server.speculative_adaptive=false.",
+        )
 
     def _check_speculative(self) -> None:
         spec = (
@@ -147,9 +178,10 @@ class ServerSpec:
         steps, topk, draft = spec
         if steps is None:
             return
-        _check_range("speculative_num_steps", steps, 1, 16)
+        # Adaptive may start at 0 steps (drafting off) when the config lists 0.
+        _check_range("speculative_num_steps", steps, 0 if self.speculative_adaptive else 1, 16)
         _check_range("speculative_eagle_topk", topk, 1, 16)
-        _check_range("speculative_num_draft_tokens", draft, 2, 256)
+        _check_range("speculative_num_draft_tokens", draft, 1 if steps == 0 else 2, 256)
         assert topk is not None and draft is not None
         _check(
             draft <= topk * steps + 1,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,8 +27,15 @@ from omegaconf import DictConfig
 from harness.command import server_flags
 from harness.errors import ConfigError
 from harness.flags import parse_with_sglang
-from harness.sglang import CURRENT, VERSIONS
+from harness.sglang import ADAPTIVE_DEFAULT_CONFIG, CURRENT, VERSIONS
 from harness.sim.cli import build_parser
+from sweep.adaptive_file import (
+    Measured,
+    Study,
+    disagreements,
+    measured_config,
+    validate_with_sglang,
+)
 from sweep.config import build_trial_spec
 from sweep.launch_check import sim_parser_problems
 from sweep.schema import register as register_schema
@@ -70,6 +78,14 @@ def shipped_commands(version: str = CURRENT) -> list[tuple[str, list[str]]]:
         presets += [[f"{group}={option}"] for option in _options(group)]
     presets.append(["model=llama31_8b", "hardware=1x_h100", "drafter=llama31_8b_eagle3"])
     presets += [[f"experiment={e}"] for e in _options("experiment")]
+    adaptive = [f"server.{k}=null" for k in ("speculative_num_steps", "speculative_eagle_topk",
+                                             "speculative_num_draft_tokens")]  # fmt: skip
+    if version == CURRENT:  # the 0.5.1 surface has no adaptive flags (harness.sglang)
+        example = Path(tempfile.mkdtemp()) / "adaptive_config.json"
+        example.write_text(json.dumps(example_config()))
+        presets.append(["server.speculative_adaptive=true", *adaptive])
+        presets.append(["server.speculative_adaptive=true", *adaptive,
+                        f"server.speculative_adaptive_config={example}"])  # fmt: skip
     register_schema()  # the structured configs config.yaml starts from
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         for i, preset in enumerate(presets):
@@ -84,6 +100,10 @@ def shipped_commands(version: str = CURRENT) -> list[tuple[str, list[str]]]:
                 continue  # e.g. a TP-8 model on the one-GPU box: refused long before any launch
             if cfg.drafter.path is None:
                 continue
+            if cfg.server.speculative_adaptive:  # SGLang chooses the steps (topk 1)
+                label = " ".join(preset)
+                _add(seen, label, compose("config", overrides=[*base, *preset, "trial.role=trial"]))
+                continue
             space = SearchSpace.from_config(cfg.search.space)
             for values in _space_points(space, seed=i):
                 overrides = [*base, *preset, *space.overrides(values), "trial.role=trial"]
@@ -93,7 +113,8 @@ def shipped_commands(version: str = CURRENT) -> list[tuple[str, list[str]]]:
 
 
 def _baseline(cfg: DictConfig, base: list[str], preset: list[str]) -> DictConfig:
-    return compose("config", overrides=[*base, *preset, "drafter=none", "trial.role=baseline"])
+    plain = [o for o in preset if not o.startswith("server.speculative_")]  # no drafter to adapt
+    return compose("config", overrides=[*base, *plain, "drafter=none", "trial.role=baseline"])
 
 
 def _add(seen: dict, label: str, cfg: DictConfig) -> None:
@@ -105,6 +126,49 @@ def _given_dests(flags: list[str], version: str) -> dict[str, str]:
     """flag -> argparse dest, for the flags actually given (as the simulator's parser maps them)."""
     actions = build_parser(version)._option_string_actions
     return {f: actions[f].dest for f in flags if f.startswith("--") and f in actions}
+
+
+def example_config() -> dict:
+    """A measured adaptive config (sweep.adaptive_file) from a fixed example study."""
+
+    def row(name, role, steps, levels, accept):
+        levels = {c: (m, 5.0) for c, m in levels.items()}
+        return Measured(name, Path(name), role, steps, 1, False, levels, accept)
+
+    study = Study(
+        Path("example"),
+        row("baseline", "baseline", None, {1: 100, 8: 400, 64: 1500}, {}),
+        [
+            row("t3", "trial", 3, {1: 140, 8: 450, 64: 1400}, {1: 2.4, 8: 2.3, 64: 2.2}),
+            row("t5", "trial", 5, {1: 142, 8: 420, 64: 1300}, {1: 2.9, 8: 2.7, 64: 2.6}),
+        ],
+    )
+    return measured_config(study, [1, 8, 64])
+
+
+def check_adaptive(python: str) -> list[str]:
+    """SGLang's own loader on its default and on a measured file: what it makes of each must be
+    what specsweep (and the simulator's policy) read from them."""
+    failures = []
+    default = {k: dict(v) for k, v in ADAPTIVE_DEFAULT_CONFIG.items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "adaptive_config.json"
+        path.write_text(json.dumps(example_config()))
+        for label, config, file in (
+            ("default", default, None),
+            ("measured", example_config(), path),
+        ):
+            try:
+                view = validate_with_sglang(python, file)
+            except RuntimeError as exc:
+                failures.append(f"adaptive config ({label}): {exc}")
+                continue
+            failures += [f"adaptive config ({label}): {p}" for p in disagreements(config, view)]
+            if label == "default" and view["default"] != default:
+                failures.append(f"SGLang's DEFAULT_ADAPTIVE_CONFIG is {view['default']}, "
+                                f"harness.sglang's {default}")  # fmt: skip
+    print("adaptive configs checked with SGLang's loader: default and measured")
+    return failures
 
 
 def check(python: str, version: str = CURRENT) -> list[str]:
@@ -142,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     failures = check(args.python, args.sglang_version)
+    if args.sglang_version == CURRENT:
+        failures += check_adaptive(args.python)
     bench: dict[str, dict] = {}
     if args.bench:
         from harness.procs import free_port

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.adaptive_config import check_initial_steps, load_adaptive_config
 from harness.command import engine_program
 from harness.errors import ConfigError
 from harness.flags import detected_surface
@@ -36,6 +37,8 @@ SEARCHED = (
     "speculative_num_draft_tokens",
     "mem_fraction_static",
     "hicache_size",
+    "speculative_adaptive",
+    "speculative_adaptive_config",
 )
 # Every trial's MLflow params carry exactly these keys (plus effective.<harness.trial's
 # EFFECTIVE_KEYS>), so the compare view lines trials up whatever their outcome.
@@ -143,9 +146,22 @@ def build_server_spec(cfg: DictConfig) -> ServerSpec:
         speculative_num_steps=s.speculative_num_steps,
         speculative_eagle_topk=s.speculative_eagle_topk,
         speculative_num_draft_tokens=s.speculative_num_draft_tokens,
+        speculative_adaptive=s.speculative_adaptive,
+        speculative_adaptive_config=_adaptive_config(s, speculative),
         extra_args=tuple(s.extra_args),
         env=tuple(sorted(_server_env(cfg).items())),
     )
+
+
+def _adaptive_config(s: DictConfig, speculative: bool) -> str | None:
+    """The adaptive config's absolute path (the server may run elsewhere), read and checked as
+    SGLang reads it; the steps an adaptive server starts at must be one of its candidates."""
+    path = s.speculative_adaptive_config
+    if not (s.speculative_adaptive and speculative):
+        return path  # ServerSpec says what is wrong with the combination
+    where = f"server.speculative_adaptive_config={path!r}" if path else "SGLang's default config"
+    check_initial_steps(load_adaptive_config(path), s.speculative_num_steps, where)
+    return str(Path(path).expanduser().resolve()) if path else None
 
 
 def _max_running(cfg: DictConfig, speculative: bool) -> int | None:

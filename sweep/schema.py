@@ -91,6 +91,10 @@ class ServerConfig:
     speculative_num_steps: Optional[int] = None
     speculative_eagle_topk: Optional[int] = None
     speculative_num_draft_tokens: Optional[int] = None
+    # SGLang's runtime step adaptation (EAGLE/EAGLE3, topk 1; docs/adaptive.md) and its JSON
+    # config (null: SGLang's built-in default; `python -m sweep.adaptive` writes a measured one).
+    speculative_adaptive: bool = False
+    speculative_adaptive_config: Optional[str] = None
     extra_args: List[str] = field(default_factory=list)
 
 

@@ -27,6 +27,7 @@ from harness.sglang import (
     forced_draft_tokens,
     surface,
 )
+from harness.sim.adaptive_args import resolve_adaptive
 from harness.sim.profiles import DRAFTERS, HARDWARE, TARGETS
 
 log = logging.getLogger("sglang.srt.arg_groups")
@@ -116,6 +117,9 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
     a("--speculative-eagle-topk", type=int)
     a("--speculative-num-draft-tokens", type=int)
     a("--speculative-token-map")
+    if facts.adaptive_speculation:
+        a("--speculative-adaptive", action="store_true")
+        a("--speculative-adaptive-config")
     a("--reasoning-parser", choices=list(facts.reasoning_parsers))
     a("--tool-call-parser")
     a("--enable-metrics", action="store_true")
@@ -271,6 +275,7 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
                 "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone "
                 "speculative decoding."
             )
+        resolve_adaptive(args, warn)  # before the EAGLE handler, as speculative_hook.py:261
         _speculative_params(args, architecture, algo, facts, warn)
         if args["speculative_token_map"] and algo == "EAGLE3":
             warn(

@@ -15,6 +15,7 @@ from typing import Any
 
 from drafter.checkpoint import CheckpointError, DrafterCheckpoint
 from drafter.checks import footprint as drafter_footprint
+from harness.sim.adaptive import adaptive_model
 from harness.sim.cli import build_parser, resolve, sglang_version_of
 from harness.sim.perf_model import Deployment, PerfModel, Speculation
 from harness.sim.profiles import (
@@ -80,7 +81,7 @@ def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -
         graph_max_bs=args["cuda_graph_max_bs_decode"],
         speculation=speculation,
     )
-    return PerfModel(hw, target, deployment)
+    return adaptive_model(PerfModel(hw, target, deployment), args)
 
 
 def expected_decode_tok_s(model: PerfModel, max_tokens: int) -> float:

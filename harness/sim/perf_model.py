@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.sim.profiles import (
     MIB,
@@ -109,6 +109,14 @@ class PerfModel:
         self.dep = deployment
         self.spec = deployment.speculation
         self.levels = self._tree_levels() if self.spec else []
+
+    def at_steps(self, steps: int) -> PerfModel:
+        """The same deployment with the chain drafter at `steps` (topk 1, steps + 1 draft tokens;
+        0: drafting off, a 1-token verify plus the draft extend): an adaptive server's runtime
+        state for that candidate (harness.sim.adaptive)."""
+        assert self.spec is not None
+        spec = replace(self.spec, steps=steps, topk=1, draft_tokens=steps + 1)
+        return PerfModel(self.hw, self.target, replace(self.dep, speculation=spec))
 
     # -- time ----------------------------------------------------------------------------------
     def _allreduce_s(self, tokens: int) -> float:

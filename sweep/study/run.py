@@ -21,6 +21,7 @@ from harness.errors import MachineNotReady
 from harness.layout import stamp
 from harness.prompts import load_prompts
 from harness.results import Outcome, TrialResult
+from sweep import adaptive
 from sweep.benchmark_line import runs_line, workload_line
 from sweep.config import build_benchmark_spec
 from sweep.console import console, software_notice
@@ -106,6 +107,7 @@ class StudyRun:
             baseline.measure_or_reuse()
             trials.run()
             baseline.recheck()
+            adaptive.after_sweep(self.study_dir, list(cfg.benchmark.concurrency), tracker, parent)
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"

@@ -23,6 +23,7 @@ from harness.sglang import draft_tree_capacity, forced_draft_tokens
 from sweep.schema import ServerConfig
 
 _SERVER_KEYS = set(ServerConfig.__dataclass_fields__)
+ADAPTIVE = "speculative_adaptive"  # server.speculative_adaptive (docs/adaptive.md)
 __all__ = ["DRAFT", "STEPS", "TOPK", "Param", "SearchSpace", "space_hash"]
 TYPES = ("int", "float", "categorical")
 # What SGLang (and harness.spec) accepts for each searchable server knob: a space reaching past
@@ -127,9 +128,14 @@ class SearchSpace:
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         """Values for one trial, keyed by parameter name; draft tokens follow SGLang's rules."""
         values: dict[str, Any] = {}
+        if ADAPTIVE in self.params:  # SGLang adapts chains only: adaptive holds topk at 1
+            values[ADAPTIVE] = self.params[ADAPTIVE].suggest(trial)
         for name in (STEPS, TOPK):
             if name in self.params:
                 values[name] = self.params[name].suggest(trial)
+        if values.get(ADAPTIVE) and values.get(TOPK, 1) != 1:
+            values[TOPK] = 1
+            trial.set_user_attr(f"derived.{TOPK}", 1)
         if DRAFT in self.params:
             steps, topk = values[STEPS], values[TOPK]
             forced = forced_draft_tokens(steps, topk)
