@@ -71,6 +71,8 @@ class KVPool:
     def commit(self, request: SimRequest, ids: Sequence[int], now: float) -> None:
         """After its prefill: `cache_unfinished_req` inserts the computed input (a duplicate of
         what a batch-mate inserted first is freed) and the request locks its new last node."""
+        if request.node is None:
+            return  # aborted while its prefill ran: released already
         self.private -= request.kv_private
         request.kv_private = 0
         leaf, _ = self.tree.insert(ids)
