@@ -7,7 +7,14 @@ requests, single stream), and printed beside the seed. The memory table's three 
 their outcome and SGLang's `max_total_num_tokens`. The seeds' EAGLE rows (4-9) ran SGLang's EAGLE
 worker without the overlap scheduler, so those rows pass --disable-overlap-schedule.
 
-    python benchmarks/sim_calibration.py [--clock-scale 25] [--json PATH]
+The seeds' data-generation rows (shared/reference/seed-figures.md, "Throughput under load") are
+evaluated with the oracle (`harness.sim.oracle.modelled_steady_state`, instant clock): the
+default composition (8x RTX PRO 6000, Kimi-K2.5, EAGLE-3 3/1/4 with the 37K TTT-5 drafter, tuned
+NCCL), 150 requests in flight, each a shared ~2,000-token system/few-shot prefix plus a ~500-token
+problem, 4-10k-token reasoning answers (`--sim-reasoning-tokens 6500:0.25`, max_tokens 10,240 as
+the seeds' "short" requests), `--stream-interval 64`, steady state over 100 completions.
+
+    python benchmarks/sim_calibration.py [--clock-scale 25] [--json PATH] [--datagen-only]
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._datagen import datagen, datagen_failures, datagen_table  # noqa: E402
 from harness.bench import Benchmark  # noqa: E402
 from harness.clock import ServerClock  # noqa: E402
 from harness.command import build_server_command  # noqa: E402
@@ -209,8 +217,18 @@ def main() -> int:
         help="simulated seconds per wall second (lower on a busy machine: it must keep up)",
     )
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/out/sim_calibration.json")
+    parser.add_argument(
+        "--datagen-only", action="store_true", help="only the data-generation rows (seconds)"
+    )
     args = parser.parse_args()
     console = Console()
+    console.print("  data generation rows (oracle) ...")
+    datagen_rows = datagen()
+    console.print(datagen_table(datagen_rows))
+    if args.datagen_only:
+        failures = datagen_failures(datagen_rows)
+        console.print("all within bounds" if not failures else f"OUT OF BOUNDS: {failures}")
+        return 1 if failures else 0
     rows, mem_rows = [], []
     with TemporaryDirectory() as tmp:
         for row in ROWS:
@@ -224,7 +242,7 @@ def main() -> int:
     table = Table(title="Seed figures vs the simulator (SIMULATED, through the real harness)")
     for col in ("configuration", "seed tok/s", "sim tok/s ±95%", "diff", "seed acc", "sim acc"):
         table.add_column(col, justify="left" if col == "configuration" else "right")
-    failures = []
+    failures = datagen_failures(datagen_rows)
     for r in rows:
         diff = None
         if r["seed_tok_s"]:
@@ -264,7 +282,7 @@ def main() -> int:
     if row13["sim_accept_len"] != 1.0:
         failures.append(f"row 13 accept length {row13['sim_accept_len']}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"rows": rows, "memory": mem_rows,
+    args.json.write_text(json.dumps({"rows": rows, "memory": mem_rows, "datagen": datagen_rows,
                                      "failures": failures}, indent=2))  # fmt: skip
     console.print(f"JSON: {args.json}")
     console.print("all within bounds" if not failures else f"OUT OF BOUNDS: {failures}")

@@ -9,7 +9,8 @@ verify pass); N = B*n tokens, L layers, g = TP size:
     t_ar(N)     = t_ar0 * f_nccl + 2 (g-1)/g * N * hidden * 2 B / bus_bw        (ring allreduce)
     t_weights(N)= [L * shared + L_moe * E * (1 - (1 - k/E)^(N^rho)) * expert + lm_head] / g / hbm
     t_flops(N)  = 2 * active_params * N / g / tflops
-    t_attn      = B * ctx * kv_bytes / hbm                       (MLA latent KV read per step)
+    t_attn      = B * ctx * kv_bytes / (hbm * e_attn)    (MLA latent KV read per step; e_attn the
+                                                          kernel's share of HBM bandwidth)
     t_kernel    = kernel_us (+ eager_us without CUDA graphs)
 
 The expert term is the unique experts N routed tokens touch; rho < 1 because consecutive tokens
@@ -146,6 +147,7 @@ class PerfModel:
         weights_s = weight_bytes / g / (self.hw.hbm_gb_s * 1e9)
         flops_s = 2 * t.active_params * n / g / (self.hw.tflops * 1e12)
         attn_s = batch * context * t.kv_bytes_per_token / (self.hw.hbm_gb_s * 1e9)
+        attn_s /= self.hw.attention_efficiency
         host_s = 1e-3 * (
             self.hw.host_step_ms if self.dep.overlap else self.hw.host_step_no_overlap_ms
         )
