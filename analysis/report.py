@@ -20,6 +20,7 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from analysis.capacity import available as capacity_figures
 from analysis.frame import baseline, measured
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
 from analysis.plots import FIGURES, title
@@ -56,7 +57,7 @@ def write_report(
     per-request table and the per-prompt comparison with the baseline."""
     out_dir.mkdir(parents=True, exist_ok=True)
     images = []
-    for name, make in FIGURES.items():
+    for name, make in {**FIGURES, **capacity_figures(df)}.items():  # capacity: where recorded
         fig = make(df)
         fig.savefig(out_dir / f"{name}.png", dpi=110)
         plt.close(fig)
@@ -146,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     requests = requests_frame(args.results, experiment)
     index = write_report(df, ResultsLayout.at(args.results).report(experiment), origin, requests)
     print(f"report: {index.resolve()}")
-    print(f"figures: {', '.join(f'{n}.png' for n in FIGURES)} in {index.parent.resolve()}")
+    names = [*FIGURES, *capacity_figures(df)]
+    print(f"figures: {', '.join(f'{n}.png' for n in names)} in {index.parent.resolve()}")
 
 
 def _only_experiment(parser: argparse.ArgumentParser, results: str) -> str:
