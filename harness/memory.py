@@ -16,8 +16,9 @@ tokens, how many requests of the measured mean length the pool holds, and per le
 unsuffixed at the highest level: where capacity decides) the window means and `kv_bound`.
 
 KV-bound (docs/benchmark.md, "Memory"): the pool, not the request cap or the GPU, limited the
-level: its mean token usage was >= KV_BOUND_USAGE with requests waiting, or a request was
-retracted. Everything here is SGLang's own text (harness.logs cites each line's source).
+level: requests waited while the pool was nearly full (mean token usage >= KV_BOUND_USAGE) or
+while fewer ran than the request cap allows, or a request was retracted. Everything here is
+SGLang's own text (harness.logs cites each line's source).
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ log = logging.getLogger(__name__)
 
 # The rule for "KV-bound" at a level (docs/benchmark.md): SGLang admits a request only while the
 # pool holds the running requests' tokens plus its reservation for their future decode tokens
-# (schedule_policy.py PrefillAdder, new_token_ratio), so a pool that limits the batch runs near
-# full with a queue behind it; a retraction means decode itself ran out of KV.
+# (0.5.23 managers/schedule_policy.py PrefillAdder: max_new_tokens x new_token_ratio each, x 1.0
+# with ignore_eos), so a pool that limits the batch leaves requests waiting with fewer running
+# than max_running_requests, and runs near full only when the reservation is small; a
+# retraction means decode itself ran out of KV.
 KV_BOUND_USAGE = 0.9
 KV_BOUND_QUEUE = 1.0  # mean #queue-req at or above: requests were waiting
+KV_BOUND_CAP_MARGIN = 1.0  # mean #running-req this far below the cap: the cap did not bind
 
 # /metrics names (0.5.23 observability/metrics_collector.py; 0.5.1 metrics/collector.py).
 RETRACTED_COUNTERS = (
@@ -158,9 +162,12 @@ class MemoryProbe:
         start, end = self._start, end_offset
         records = self._requests
         if summary.window:  # steady state: the lines between the window's first and last completion
+            # Completions reach the client in wall order, their end_s (the server's clock) need
+            # not be in the same order: the earliest offset at or after the window opened, the
+            # latest at or before it closed.
             opened, closed = summary.window
-            start = next((o for t, o in self._marks if t >= opened), start)
-            end = next((o for t, o in self._marks if t >= closed), end)
+            start = min((o for t, o in self._marks if t >= opened), default=start)
+            end = max((o for t, o in self._marks if t <= closed), default=end)
             records = [r for r in records if opened < (r.end_s or 0) <= closed]
         memory = window_memory(self._lines(start, end))
         summary.token_usage_mean = memory.token_usage_mean
@@ -184,8 +191,8 @@ class MemoryProbe:
             return
         summary.memory_source = "metrics"
         summary.retractions = int(retracted or 0)
-        if prompt:
-            summary.cache_hit_rate = (cached or 0.0) / prompt
+        if prompt:  # a retracted request's prompt is cached again when it is redone: at most 1
+            summary.cache_hit_rate = min((cached or 0.0) / prompt, 1.0)
 
     def read_counters(self) -> dict[str, float]:
         """/metrics as {name: value}; {} when the server serves none (--enable-metrics off)."""
@@ -213,11 +220,21 @@ class MemoryProbe:
         return text.splitlines()
 
 
-def kv_bound(usage: float | None, queue: float | None, retractions: float | None) -> bool:
-    """The rule (KV_BOUND_USAGE with a queue, or any retraction)."""
+def kv_bound(
+    usage: float | None,
+    queue: float | None,
+    retractions: float | None,
+    running: float | None = None,
+    cap: int | None = None,
+) -> bool:
+    """The rule: any retraction; or requests waiting while the pool was nearly full, or while
+    fewer ran than the request cap (`max_running_requests`, when known) allows."""
     if retractions:
         return True
-    return (usage or 0.0) >= KV_BOUND_USAGE and (queue or 0.0) >= KV_BOUND_QUEUE
+    if (queue or 0.0) < KV_BOUND_QUEUE:
+        return False
+    below_cap = cap is not None and running is not None and running < cap - KV_BOUND_CAP_MARGIN
+    return (usage or 0.0) >= KV_BOUND_USAGE or below_cap
 
 
 def pool_tokens(
@@ -242,10 +259,11 @@ _LEVEL_FIELDS = ("token_usage_mean", "running_mean", "queue_mean", "cache_hit_ra
 
 
 def memory_metrics(
-    runs: Sequence[RunSummary], pool: int | None, host: int | None
+    runs: Sequence[RunSummary], pool: int | None, host: int | None, cap: int | None = None
 ) -> dict[str, float]:
     """The trial's memory metrics: the pools, and per level the window means over its complete
-    runs (`_c{C}`), unsuffixed at the highest level measured."""
+    runs (`_c{C}`), unsuffixed at the highest level measured; `cap`: the server's effective
+    max_running_requests (None: unknown)."""
     metrics: dict[str, float] = {}
     if pool is not None:
         metrics["kv_pool_tokens"] = float(pool)
@@ -272,7 +290,11 @@ def memory_metrics(
                 values["requests_fit"] = float(math.floor(pool / values["request_tokens_mean"]))
         if "token_usage_mean" in values or "retractions" in values:
             bound = kv_bound(
-                values.get("token_usage_mean"), values.get("queue_mean"), values.get("retractions")
+                values.get("token_usage_mean"),
+                values.get("queue_mean"),
+                values.get("retractions"),
+                values.get("running_mean"),
+                cap,
             )
             values["kv_bound"] = float(bound)
         metrics.update({f"{k}_c{concurrency}": v for k, v in values.items()})

@@ -135,7 +135,8 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 outputs = bench.lossless_outputs()  # greedy, against the baseline's
         _judge(result, measured, spec)
         pools = pool_tokens(result.effective, server.log_text(), probe.counters)
-        result.metrics.update(memory_metrics(measured.runs, *pools))  # KV pool, usage, hits
+        cap = result.effective.get("max_running_requests")  # the request cap, beside the pool
+        result.metrics.update(memory_metrics(measured.runs, *pools, cap))  # KV pool, usage, hits
         if (behind := simulator_behind(info)) is not None:  # its rates read low (harness.clock)
             result.warnings.append("simulator_behind")
             result.metrics["sim_behind_share"] = round(behind, 4)

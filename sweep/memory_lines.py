@@ -44,8 +44,9 @@ def kv_bound_lines(results: list[TrialResult]) -> list[str]:
         return []
     names = ", ".join(r.name for r in bound[:8]) + (", ..." if len(bound) > 8 else "")
     return [
-        f"KV-bound (token usage >= {KV_BOUND_USAGE} with requests queued, or retractions) at "
-        f"their highest level: {len(bound)} of {len(ok)} configurations ({names}). More KV pool "
+        f"KV-bound (requests queued with token usage >= {KV_BOUND_USAGE} or fewer running than "
+        "max_running_requests, or a retraction) at their highest level: "
+        f"{len(bound)} of {len(ok)} configurations ({names}). More KV pool "
         "(mem_fraction_static up to its OOM boundary, HiCache for shared prefixes) may raise "
         "their throughput."
     ]

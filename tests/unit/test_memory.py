@@ -153,17 +153,22 @@ def test_window_memory_without_prefills_has_no_hit_rate():
 
 
 @pytest.mark.parametrize(
-    ("usage", "queue", "retractions", "bound"),
+    ("usage", "queue", "retractions", "running", "cap", "bound"),
     [
-        (0.94, 115, 0, True),  # the seeds' pipeline: full pool, a long queue
-        (0.94, 0, 0, False),  # full, but nobody waits: the pool fits the load
-        (0.40, 30, 0, False),  # a queue with room in the pool: the request cap binds
-        (0.50, 0, 3, True),  # decode ran out of KV
-        (None, None, None, False),
+        (0.94, 115, 0, 35, 2048, True),  # the seeds' pipeline: full pool, a long queue
+        (0.94, 115, 0, None, None, True),  # the same without the cap known
+        (0.94, 0, 0, 35, 2048, False),  # full, but nobody waits: the pool fits the load
+        (0.40, 30, 0, 48, 48, False),  # a queue at the request cap, room in the pool: the cap
+        (0.40, 30, 0, None, None, False),  # ... and without the cap known: not shown to be KV
+        # The pool's admission held them back: its reservation for the running requests' decode
+        # tokens (all of max_new_tokens with ignore_eos) fills it long before usage does.
+        (0.55, 60, 0, 86, 2048, True),
+        (0.50, 0, 3, 20, 48, True),  # decode ran out of KV
+        (None, None, None, None, None, False),
     ],
 )
-def test_kv_bound_rule(usage, queue, retractions, bound):
-    assert kv_bound(usage, queue, retractions) is bound
+def test_kv_bound_rule(usage, queue, retractions, running, cap, bound):
+    assert kv_bound(usage, queue, retractions, running, cap) is bound
 
 
 def _run(concurrency: int, **memory) -> RunSummary:
@@ -200,7 +205,7 @@ def test_memory_metrics_per_level_and_at_the_highest_level():
         _run(150, token_usage_mean=0.96, retractions=1),
         _run(150, token_usage_mean=0.10, incomplete=True),  # left out
     ]
-    metrics = memory_metrics(runs, pool=116171, host=0)
+    metrics = memory_metrics(runs, pool=116171, host=0, cap=48)
     assert metrics["kv_pool_tokens"] == 116171 and metrics["host_cache_tokens"] == 0
     assert metrics["token_usage_mean_c150"] == pytest.approx(0.94)
     assert metrics["token_usage_mean"] == pytest.approx(0.94)  # the highest level
@@ -300,3 +305,23 @@ def test_probe_falls_back_to_counter_deltas_without_lines(tmp_path: Path, monkey
     summary = probe.end_run(_run(1, memory_source=None, cache_hit_rate=None, retractions=None))
     assert summary.memory_source == "metrics"
     assert (summary.retractions, summary.cache_hit_rate) == (3, pytest.approx(0.6))
+
+
+def test_probe_window_holds_late_reported_completions(tmp_path: Path):
+    """The client hears of completions in wall order; their server-clock ends need not be in
+    that order: the window's lines run to the last completion inside it, whenever it was heard."""
+    log = tmp_path / "server.log"
+    log.write_text("")
+    probe = MemoryProbe(log, "http://127.0.0.1:9", {})
+    probe.start_run()
+    probe.on_request(_record(1.0))  # opens the window
+    with log.open("a") as fh:
+        fh.write(DECODE_0523 + "\n")
+    probe.on_request(_record(3.0))  # closes it, heard before the one that ended at 2.0
+    with log.open("a") as fh:
+        fh.write(RETRACT_0523 + "\n")
+    probe.on_request(_record(2.0))
+    summary = _run(2, memory_source=None, retractions=None, request_tokens_mean=None)
+    summary.window = [1.0, 3.0]
+    probe.end_run(summary)
+    assert (summary.memory_source, summary.retractions) == ("log", 2)
