@@ -339,11 +339,11 @@ def datagen(rng: random.Random, count: int = 50) -> list[dict[str, object]]:
 
 
 def datagen_pipeline(
-    rng: random.Random, taken: list[dict[str, object]], count: int = 720
+    rng: random.Random, taken: list[dict[str, object]], count: int = 900
 ) -> list[dict[str, object]]:
     """The data-generation set at pipeline scale: `count` distinct requests behind the same
     system prompt, none of them one of `taken` (the datagen set's), enough for a steady state at
-    150 in flight (experiment=datagen: 2 runs of 2 x 150 + 47 requests and the warm-up, each
+    150 in flight (experiment=datagen: 2 runs of 2 x 150 + 95 requests and the warm-up, each
     run its own prompts)."""
     used = {str(r["messages"][-1]["content"]) for r in taken}  # type: ignore[index]
     requests = []
