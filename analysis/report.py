@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import levels
+from analysis.capacity import available as capacity_figures
 from analysis.frame import baseline, measured
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
 from analysis.plots import FIGURES, title
@@ -61,7 +62,8 @@ def write_report(
     per-request table and the per-prompt comparison with the baseline."""
     out_dir.mkdir(parents=True, exist_ok=True)
     images = []
-    for name, make in {**FIGURES, "speedup_vs_concurrency": levels.speedup_vs_concurrency}.items():
+    extra = {"speedup_vs_concurrency": levels.speedup_vs_concurrency, **capacity_figures(df)}
+    for name, make in {**FIGURES, **extra}.items():  # capacity: where recorded
         fig = make(df)
         fig.savefig(out_dir / f"{name}.png", dpi=110)
         plt.close(fig)
@@ -175,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     out = ResultsLayout.at(args.results).report(experiment)
     index = write_report(df, out, origin, requests, levels.study_folders(args.results, df))
     print(f"report: {index.resolve()}")
-    names = [*FIGURES, "speedup_vs_concurrency"]
+    names = [*FIGURES, "speedup_vs_concurrency", *capacity_figures(df)]
     print(f"figures: {', '.join(f'{n}.png' for n in names)} in {index.parent.resolve()}")
 
 

@@ -140,6 +140,132 @@ def parse_decode_line(line: str) -> DecodeStats | None:
     )
 
 
+# The prefill stats line. 0.5.23 `metrics_reporter.py::report_prefill_stats`: "Prefill batch[
+# [iter]], #new-seq: N, #new-token: N, #cached-token: N, " + the pool's prefill usage parts
+# (`PoolStats.get_prefill_usage_msg_parts`: "token usage" for a plain pool, "full token usage"/
+# "swa token usage"/"mamba usage" for hybrid ones) + "#running-req: N, #queue-req: N,
+# #pending-token: N, " ... "input throughput (token/s): X"; 0.5.1 `scheduler_metrics_mixin.py::
+# log_prefill_stats`: "Prefill batch. #new-seq: ..., #running-req: N, #queue-req: N, ".
+_PREFILL_HEAD = re.compile(r"Prefill batch(?: \[(?P<iter>\d+)\])?[.,]\s*")
+
+
+@dataclass(frozen=True)
+class PrefillStats:
+    new_seq: int
+    new_tokens: int  # computed (not found in the radix cache): SGLang's log_input_tokens
+    cached_tokens: int  # reused from the prefix cache (device and host tiers): log_hit_tokens
+    token_usage: float | None
+    running_req: int | None
+    queue_req: int | None
+    timestamp: str | None = None
+
+
+def parse_prefill_line(line: str) -> PrefillStats | None:
+    head = _PREFILL_HEAD.search(line)
+    if not head:
+        return None
+    fields: dict[str, str] = {}
+    for match in _FIELD.finditer(line, head.end()):
+        fields.setdefault(match.group("key").strip(), match.group("value"))
+    seqs = _number(fields.get("#new-seq"), int)
+    new = _number(fields.get("#new-token"), int)
+    cached = _number(fields.get("#cached-token"), int)
+    if seqs is None or new is None or cached is None:
+        return None
+    usages = [fields.get(f"{pool}token usage") for pool in ("", "full ", "swa ")]
+    usages = [u for u in (_number(v) for v in usages) if u is not None]
+    ts = _TIMESTAMP.match(line)
+    running = _number(fields.get("#running-req"), int)
+    queue = _number(fields.get("#queue-req"), int)
+    return PrefillStats(
+        new_seq=int(seqs),
+        new_tokens=int(new),
+        cached_tokens=int(cached),
+        token_usage=max(usages) if usages else None,
+        running_req=None if running is None else int(running),
+        queue_req=None if queue is None else int(queue),
+        timestamp=ts.group("ts") if ts else None,
+    )
+
+
+# Retraction: decode ran out of KV and SGLang sent requests back to the queue (their prefill is
+# redone later). 0.5.23 `managers/scheduler.py` (update_running_batch, logger.warning): "KV cache
+# pool is full. Retract requests. #retracted_reqs: N, #new_tokens_gained: N[, #mamba_num_gained:
+# N], #new_token_ratio: A -> B"; 0.5.1 (logger.info) the same without #new_tokens_gained. The
+# "Testing retraction. " prefix (SGLANG_TEST_RETRACT) is a debugging aid, not the pool running out.
+_RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)")
+
+
+def parse_retract_line(line: str) -> int | None:
+    """The requests a retraction line sent back to the queue; None for any other line."""
+    match = _RETRACT.search(line)
+    return int(match.group(1)) if match else None
+
+
+# The KV pool and the HiCache host pool at start-up. The pool's size: "max_total_num_tokens=N, "
+# (both surfaces, managers/scheduler.py, TP rank 0). The host pool: 0.5.23
+# `mem_cache/pool_host/base.py::_allocate_host_buffer`: "Allocating kv hierarchical KV host pool:
+# N tokens, X GB host memory." (", packed MTP KV layers: ..." with a draft model's layers); 0.5.1
+# `mem_cache/memory_pool_host.py`: "Allocating X GB host memory for hierarchical KV cache." (no
+# token count: `host_pool_tokens` derives it from the device pool's bytes per token, as SGLang
+# sizes the host pool: host_size * 1e9 // size_per_token). The device pool: "KV Cache is
+# allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB" or "..., KV size: X GB".
+_MAX_TOTAL = re.compile(r"\bmax_total_num_tokens=(\d+)")
+_HOST_POOL = re.compile(
+    r"Allocating (?P<label>\w+) hierarchical KV host pool: (?P<tokens>\d+) tokens, "
+    r"(?P<gb>[0-9.]+) GB host memory"
+)
+_HOST_POOL_LEGACY = re.compile(
+    r"Allocating (?P<gb>[0-9.]+) GB host memory for hierarchical KV cache"
+)
+_KV_ALLOCATED = re.compile(
+    r"KV Cache is allocated\..*?#tokens: (?P<tokens>\d+), "
+    r"(?:K size: (?P<k>[0-9.]+) GB, V size: (?P<v>[0-9.]+) GB|KV size: (?P<kv>[0-9.]+) GB)"
+)
+
+
+@dataclass(frozen=True)
+class PoolSizes:
+    """What a server's start-up log says about its KV pools (None: not printed)."""
+
+    max_total_num_tokens: int | None = None
+    host_tokens: int | None = None  # the HiCache host pool, in tokens (0.5.23 prints it)
+    host_gb: float | None = None
+    device_tokens: int | None = None  # "KV Cache is allocated" (per TP rank)
+    device_gb: float | None = None
+
+
+def parse_pool_sizes(log_text: str) -> PoolSizes:
+    """The first of each start-up line in `log_text`. The host pool is the target's KV pool:
+    label "kv" (a hybrid model's "full"), not its "swa" or "draft" pools (one line per label)."""
+    max_total = _MAX_TOTAL.search(log_text)
+    host = [m for m in _HOST_POOL.finditer(log_text) if m.group("label") in ("kv", "full")]
+    legacy = _HOST_POOL_LEGACY.search(log_text)
+    device = _KV_ALLOCATED.search(log_text)
+    device_gb = None
+    if device:
+        parts = [device.group(k) for k in ("k", "v", "kv") if device.group(k)]
+        device_gb = sum(float(p) for p in parts)
+    host_gb = float(host[0].group("gb")) if host else float(legacy.group("gb")) if legacy else None
+    return PoolSizes(
+        max_total_num_tokens=int(max_total.group(1)) if max_total else None,
+        host_tokens=int(host[0].group("tokens")) if host else None,
+        host_gb=host_gb,
+        device_tokens=int(device.group("tokens")) if device else None,
+        device_gb=device_gb,
+    )
+
+
+def host_pool_tokens(sizes: PoolSizes) -> int | None:
+    """The host pool in tokens: as printed (0.5.23), else its GB over the device pool's bytes
+    per token (0.5.1: SGLang sizes the host pool with the same size_per_token)."""
+    if sizes.host_tokens is not None:
+        return sizes.host_tokens
+    if sizes.host_gb is None or not sizes.device_tokens or not sizes.device_gb:
+        return None
+    return int(sizes.host_gb * sizes.device_tokens / sizes.device_gb)
+
+
 def is_ready_line(line: str) -> bool:
     return READY_LINE in line
 

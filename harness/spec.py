@@ -94,6 +94,9 @@ class ServerSpec:
     disable_overlap_schedule: bool = False
     enable_metrics: bool = True
     decode_log_interval: int = 40
+    # SGLang's --stream-interval: tokens per stream chunk (None: SGLang's 1, not passed). Coarser
+    # chunks cost the client less at high concurrency; ITL and per-position acceptance coarsen.
+    stream_interval: int | None = None
     speculative_algorithm: str | None = None
     speculative_draft_model_path: str | None = None
     speculative_num_steps: int | None = None
@@ -121,6 +124,7 @@ class ServerSpec:
         _check_range("hicache_size", self.hicache_size, 0, 4096, "It is GB per TP rank.")
         _check_range("cuda_graph_max_bs", self.cuda_graph_max_bs, 1, 4096)
         _check_range("decode_log_interval", self.decode_log_interval, 1, 100000)
+        _check_range("stream_interval", self.stream_interval, 1, 100000)
         self._check_speculative()
         self._check_adaptive()
 

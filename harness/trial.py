@@ -34,6 +34,7 @@ from harness.errors import (
     ServerStartTimeout,
 )
 from harness.lossless import LosslessOutput
+from harness.memory import MemoryProbe, memory_metrics, pool_tokens
 from harness.procs import wait_until
 from harness.redact import recorded_argv, recorded_shell
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
@@ -121,16 +122,21 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
             ready_wall_s = server.wait_ready()  # /health_generate 200, process alive
             clock = _read_effective_args(server, result, ready_wall_s)
             reporter.server_ready(result.startup_s, result.effective)
-            bench = _benchmark(spec, server, clock, reporter)
+            probe = MemoryProbe(server.log_path, command.base_url, dict(command.headers))
+            bench = _benchmark(spec, server, clock, reporter, probe)
             with bench:
                 bench.warm_up()  # recorded, kept out of the measurements
                 for run in bench.schedule():  # repeats: replaced, adaptive, stopped early
                     bench.flush()  # no run reuses another's cache or counters
-                    reporter.run_done(bench.measure(run), spec.benchmark.runs)
+                    probe.start_run()  # the window's log lines and counters (harness.memory)
+                    reporter.run_done(probe.end_run(bench.measure(run)), spec.benchmark.runs)
                 info = _check_after_last_run(server)  # a server that died with the last request
                 measured = bench.result()  # aggregate: means and intervals over the runs
                 outputs = bench.lossless_outputs()  # greedy, against the baseline's
         _judge(result, measured, spec)
+        pools = pool_tokens(result.effective, server.log_text(), probe.counters)
+        cap = result.effective.get("max_running_requests")  # the request cap, beside the pool
+        result.metrics.update(memory_metrics(measured.runs, *pools, cap))  # KV pool, usage, hits
         if (behind := simulator_behind(info)) is not None:  # its rates read low (harness.clock)
             result.warnings.append("simulator_behind")
             result.metrics["sim_behind_share"] = round(behind, 4)
@@ -193,14 +199,14 @@ def _read_effective_args(server: Server, result: TrialResult, ready_wall_s: floa
 
 
 def _benchmark(
-    spec: TrialSpec, server: Server, clock: ServerClock, reporter: Reporter
+    spec: TrialSpec, server: Server, clock: ServerClock, reporter: Reporter, probe: MemoryProbe
 ) -> Benchmark:
     return Benchmark(
         server.command.base_url,
         spec.benchmark,
         clock,
         speculative=spec.server.speculative,
-        on_request=reporter.request_done,
+        on_request=probe.wrap(reporter.request_done),  # the probe marks each completion's offset
         server_log=server.log_path,
         check_server=lambda: server.raise_if_exited(during="the benchmark"),
         early_stop=spec.early_stop,

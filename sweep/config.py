@@ -141,6 +141,7 @@ def build_server_spec(cfg: DictConfig) -> ServerSpec:
         disable_overlap_schedule=s.disable_overlap_schedule,
         enable_metrics=s.enable_metrics,
         decode_log_interval=s.decode_log_interval,
+        stream_interval=s.stream_interval,
         speculative_algorithm=drafter.algorithm if speculative else None,
         speculative_draft_model_path=drafter.path,
         speculative_num_steps=s.speculative_num_steps,

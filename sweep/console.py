@@ -12,6 +12,7 @@ from harness import labels
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult
 from harness.spec import TrialSpec
 from harness.stats import consistent, objective_runs, paired_ratio, speedup_metrics
+from sweep.memory_lines import kv_bound_lines, memory_line
 
 console = Console(highlight=False)
 TRUNCATION_WARNING = 0.25  # share of outputs cut while reasoning that earns a console warning
@@ -125,6 +126,8 @@ class ConsoleReporter:
         if result.wall_s is not None:
             line += f"  [dim]({fmt_duration(result.wall_s)})[/dim]"
         console.print(line)
+        if (memory := memory_line(result)) is not None:  # the KV pool at a level above 1
+            console.print(f"{self.indent}{memory}", soft_wrap=True)
         truncated = result.metrics.get("truncation_rate", 0.0)
         if truncated > TRUNCATION_WARNING:
             console.print(
@@ -283,6 +286,7 @@ def summary_lines(
             f"Outputs cut at max_tokens while still reasoning: {100 * sum(cut) / len(cut):.0f}% on "
             "average (metric truncation_rate)."
         )
+    lines += kv_bound_lines(results)  # which configurations the KV pool limited
     if base_ok and recheck is not None and recheck.outcome is Outcome.OK:
         line, drift = drift_line(baseline, recheck)  # type: ignore[arg-type]
         lines.append(line)

@@ -86,6 +86,7 @@ class ServerConfig:
     disable_overlap_schedule: bool = False
     enable_metrics: bool = True
     decode_log_interval: int = 40
+    stream_interval: Optional[int] = None  # --stream-interval: tokens per stream chunk; null: 1
     mem_fraction_static: Optional[float] = None
     hicache_size: int = 0
     speculative_num_steps: Optional[int] = None

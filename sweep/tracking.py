@@ -45,6 +45,9 @@ from sweep.config import PARAM_KEYS
 
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND = "mlflow.experimentKind"
+# Each run's memory window (harness.memory) as steps too: run.token_usage_mean_c150, ...; the
+# trial's aggregates (kv_pool_tokens, requests_fit, kv_bound, ...) are in its metrics.
+RUN_MEMORY = ("token_usage_mean", "queue_mean", "running_mean", "cache_hit_rate", "retractions")
 TRACKING_RECORD = "tracking.json"
 
 
@@ -317,7 +320,7 @@ class Tracker:
         now = int(time.time() * 1000)
         metrics = []
         for r in result.runs:
-            for name in ("decode_tok_s", "output_tok_s", "accept_len"):
+            for name in ("decode_tok_s", "output_tok_s", "accept_len", *RUN_MEMORY):
                 value = getattr(r, name)
                 if value is not None and math.isfinite(value):
                     metrics.append(Metric(f"run.{name}_c{r.concurrency}", float(value), now, r.run))

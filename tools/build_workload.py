@@ -11,6 +11,7 @@ as they are; the templated reasoning prompts follow them.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
@@ -20,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workload_chat import datagen, multi_turn  # noqa: E402
+from workload_chat import datagen, datagen_pipeline, multi_turn  # noqa: E402
 from workload_reasoning import reasoning  # noqa: E402
 
 DATA = ROOT / "harness" / "data"
@@ -206,7 +207,9 @@ def long_context(rng: random.Random) -> list[dict[str, object]]:
 
 def _write(name: str, records: list[dict[str, object]], keep: list[str] | None = None) -> None:
     lines = list(keep or []) + [json.dumps(r, ensure_ascii=False) for r in records]
-    (DATA / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    text = ("\n".join(lines) + "\n").encode("utf-8")
+    # .gz: compressed without a timestamp (mtime=0), so a rebuild is byte-identical
+    (DATA / name).write_bytes(gzip.compress(text, 9, mtime=0) if name.endswith(".gz") else text)
     print(f"{name}: {len(lines)} prompts, {sum(map(len, lines)) // 1024} KiB")
 
 
@@ -217,7 +220,9 @@ def main() -> None:
     _write("prompts.jsonl", reasoning(rng), keep=original)
     _write("long_context.jsonl", long_context(rng))
     _write("multi_turn.jsonl", multi_turn())
-    _write("datagen.jsonl", datagen(rng))
+    small = datagen(rng)
+    _write("datagen.jsonl", small)
+    _write("datagen_pipeline.jsonl.gz", datagen_pipeline(rng, small))
 
 
 if __name__ == "__main__":

@@ -336,3 +336,36 @@ def datagen(rng: random.Random, count: int = 50) -> list[dict[str, object]]:
             }
         )
     return out
+
+
+def datagen_pipeline(
+    rng: random.Random, taken: list[dict[str, object]], count: int = 900
+) -> list[dict[str, object]]:
+    """The data-generation set at pipeline scale: `count` distinct requests behind the same
+    system prompt, none of them one of `taken` (the datagen set's), enough for a steady state at
+    150 in flight (experiment=datagen: 2 runs of 2 x 150 + 95 requests and the warm-up, each
+    run its own prompts)."""
+    used = {str(r["messages"][-1]["content"]) for r in taken}  # type: ignore[index]
+    requests = []
+    for p in PRODUCTS:
+        for t in TONES:
+            for i in ISSUES:
+                for lang in sorted(set(LANGS)):
+                    request = f"product={p}; tone={t}; issue={i}" + (
+                        f"; language={lang}" if lang else ""
+                    )
+                    if f"Request: {request}" not in used:
+                        requests.append(request)
+    out = []
+    for k, request in enumerate(rng.sample(requests, count)):
+        out.append(
+            {
+                "id": f"datagen_pipeline-{k:03d}",
+                "category": "datagen_pipeline",
+                "messages": [
+                    {"role": "system", "content": DATAGEN_SYSTEM},
+                    {"role": "user", "content": f"Request: {request}"},
+                ],
+            }
+        )
+    return out

@@ -27,10 +27,11 @@ def test_the_default_workload_is_reasoning_and_each_bundled_one_composes():
     assert (spec.workload, spec.prompts) == ("reasoning", "builtin")
     assert set(spec.categories) == {"math", "code", "science", "logic"}
     for name, categories in [
-        ("mixed", ()),
+        ("mixed", ("math", "code", "science", "logic", "long_context", "multi_turn", "datagen")),
         ("long_context", ("long_context",)),
         ("multi_turn", ("multi_turn",)),
         ("datagen", ("datagen",)),
+        ("datagen_pipeline", ("datagen_pipeline",)),
     ]:
         spec = build_benchmark_spec(cfg(f"benchmark/workload={name}"))
         assert (spec.workload, spec.categories) == (name, categories)

@@ -70,6 +70,8 @@ SPEC = dict(
             ],
         ),
         ({"decode_log_interval": 10}, "0.5.23", ["--decode-log-interval", "10"]),
+        ({"stream_interval": 8}, "0.5.23", ["--stream-interval", "8"]),
+        ({"stream_interval": 8}, "0.5.1", ["--stream-interval", "8"]),
         (
             {"extra_args": ("--kv-cache-dtype", "fp8_e4m3")},
             "0.5.23",
@@ -89,6 +91,7 @@ def test_baseline_has_no_speculative_or_optional_flags():
     assert "--mem-fraction-static" not in argv  # None: SGLang's own formula
     assert "--enable-hierarchical-cache" not in argv
     assert "--decode-log-interval" not in argv  # SGLang's default, left out
+    assert "--stream-interval" not in argv  # unset: SGLang's 1
     assert "--cuda-graph-max-bs" not in argv  # removed in 0.5.23: would be ambiguous
 
 

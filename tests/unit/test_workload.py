@@ -18,7 +18,8 @@ def test_the_bundled_workload_has_every_category_with_ids_and_real_variety():
     counts = Counter(p.category for p in prompts)
     assert len(prompts) >= 300
     assert set(counts) == {
-        "math", "code", "science", "logic", "long_context", "multi_turn", "datagen"
+        "math", "code", "science", "logic", "long_context", "multi_turn", "datagen",
+        "datagen_pipeline",
     }  # fmt: skip
     assert min(counts.values()) >= 13
     assert len({p.id for p in prompts}) == len(prompts)
@@ -37,8 +38,10 @@ def test_multi_turn_prompts_hold_earlier_assistant_turns_and_end_with_the_user()
         assert "assistant" in roles and roles[-1] == "user"
 
 
-def test_datagen_prompts_share_one_long_system_prefix():
-    prompts = load_prompts("builtin", 0, ["datagen"])
+@pytest.mark.parametrize(("category", "count"), [("datagen", 50), ("datagen_pipeline", 900)])
+def test_datagen_prompts_share_one_long_system_prefix(category, count):
+    prompts = load_prompts("builtin", 0, [category])
+    assert len(prompts) == count
     systems = {p.messages[0]["content"] for p in prompts}
     assert len(systems) == 1 and all(p.messages[0]["role"] == "system" for p in prompts)
     assert 500 <= len(next(iter(systems))) // 4 <= 2500  # several hundred to ~2k tokens
