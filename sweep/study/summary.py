@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from harness.layout import ResultsLayout
 from harness.results import Outcome, TrialResult
 from harness.stats import objective_runs, speedup_metrics
-from sweep.console import console, summary_lines, summary_table, wall_time_line
+from sweep.console import console, summary_table
 from sweep.study import levels
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import caps, caps_line
@@ -24,6 +24,7 @@ from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
 from sweep.tracking import Tracker, resolve_sqlite_uri
+from sweep.verdict import SINGLE_STREAM, Ranking, summary_lines, wall_time_line
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,10 @@ def finish(
     rows = levels.per_level(done.results, done.baseline, objective)
     if len(rows) > 1 or objective.slo:
         console.print(levels.table(rows, simulated, objective.slo_text()))
-    lines, metrics = summary_lines(done.results, done.baseline, done.recheck, exclude=set(over))
+    ranking = Ranking(objective.concurrency) if objective.name == "throughput" else SINGLE_STREAM
+    lines, metrics = summary_lines(
+        done.results, done.baseline, done.recheck, exclude=set(over), ranking=ranking
+    )
     if over:
         lines.append(
             f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "

@@ -19,7 +19,7 @@ from analysis.requests import main as requests_main
 from analysis.requests import prompt_changes
 from harness.procs import free_port
 from harness.results import read_requests
-from sweep.console import ratio_interval
+from sweep.verdict import ratio_interval
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e

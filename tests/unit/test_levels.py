@@ -9,11 +9,12 @@ import optuna
 from omegaconf import OmegaConf
 
 from harness.results import Outcome, RunSummary, TrialResult
-from sweep.console import console, summary_lines, summary_table
+from sweep.console import console, summary_table
 from sweep.study import artifacts, levels
 from sweep.study.driver import SearchDriver
 from sweep.study.objective import Objective
 from sweep.study.summary import infeasible
+from sweep.verdict import summary_lines
 from tests.unit.test_search import cand
 
 LEVELS = (1, 8, 64)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from harness.results import Outcome, RunSummary, TrialResult
-from sweep.console import summary_lines
 from sweep.memory_lines import memory_line
+from sweep.verdict import summary_lines
 
 
 def _result(name: str, level: int, **metrics: float) -> TrialResult:

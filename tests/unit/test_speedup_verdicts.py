@@ -7,7 +7,7 @@ import pytest
 
 from harness.metrics import aggregate_metrics
 from harness.results import Outcome, RunSummary, TrialResult
-from sweep.console import drift_line, ratio_interval, summary_lines
+from sweep.verdict import drift_line, ratio_interval, summary_lines
 
 
 def run(number: int, tok_s: float, concurrency: int = 1, incomplete: bool = False) -> RunSummary:
@@ -67,3 +67,34 @@ def test_drift_is_judged_by_the_interval_of_the_difference():
 def test_an_interval_that_would_round_to_one_keeps_a_third_decimal():
     assert ratio_interval(1.0035, 1.1526) == "1.004–1.153×"
     assert ratio_interval(1.04, 1.15) == "1.04–1.15×"
+
+
+def loaded(name: str, single: list[float], at_64: list[float], role: str = "trial") -> TrialResult:
+    """A trial measured at 1 and 64 in flight: decode tok/s at 1, output tok/s at 64."""
+    runs = [run(i, v) for i, v in enumerate(single, 1)]
+    for i, v in enumerate(at_64, 1):
+        r = run(i, v / 64, concurrency=64)
+        r.output_tok_s = v
+        runs.append(r)
+    return TrialResult(
+        name, role, Outcome.OK, "sim", True, 1.0, {}, metrics=aggregate_metrics(runs, 1), runs=runs
+    )
+
+
+def test_best_follows_a_throughput_objective_not_single_stream_speed():
+    """With search.objective=throughput the verdict names the trial with the most output at the
+    objective's level, and its speedup pairs that level's runs (datagen: the fastest single
+    stream is not the one that serves the most)."""
+    from sweep.verdict import Ranking
+
+    baseline = loaded("baseline", BASE, [1000.0, 1010.0, 990.0], role="baseline")
+    fast_single = loaded("trial_0000", TRIAL, [900.0, 905.0, 895.0])
+    big_pool = loaded("trial_0001", BASE, [1300.0, 1310.0, 1290.0])
+    _, single = summary_lines([fast_single, big_pool], baseline, None)
+    lines, metrics = summary_lines([fast_single, big_pool], baseline, None, ranking=Ranking(64))
+    text = " ".join(" ".join(lines).split())
+    assert single["best_tok_s"] == fast_single.metrics["tok_s"]  # the default: single stream
+    assert "Best:[/bold] trial_0001" in text and "output at 64 in flight" in text
+    assert metrics["best_output_tok_s_c64"] == pytest.approx(1300.0)
+    assert 1.28 < metrics["best_speedup_vs_baseline"] < 1.32
+    assert "faster beyond the 95% interval" in text
