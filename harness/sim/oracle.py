@@ -304,5 +304,10 @@ def modelled_steady_state(
     start, end = ordered[concurrency - 1], ordered[concurrency + completions - 1]
     tokens = sum(n for at, n in arrivals if start < at <= end)
     inside = [(n, f, e) for n, f, e in decode if start < e <= end]
+    if end <= start or not inside:  # fixed-length requests finishing in lockstep waves
+        raise ValueError(
+            f"the steady-state window of {completions} completions after the {concurrency}-th is "
+            "empty (every request ended at the same instant): ask for more completions than C"
+        )
     per_user = sum(n for n, _, _ in inside) / sum(e - f for _, f, e in inside)
     return LoadResult(tokens / (end - start), per_user, len(inside), **sampler.fields())
