@@ -173,13 +173,25 @@ def finish(
     write_summary(summary, cfg, done, parent, metrics, rows, objective)
     artifacts = [summary, *sweep_artifacts(cfg, study, objective, study_dir, summary, rows)]
     tracker.end_sweep(parent, metrics, artifacts, done.status)
-    where_things_are(cfg, tracker, study_dir, summary, storage_url)
+    report = next(
+        (p for p, folder in artifacts_in(artifacts, "report") if p.suffix == ".html"), None
+    )
+    where_things_are(cfg, tracker, study_dir, summary, storage_url, report)
     console.print(f"[dim]sweep finished with status {done.status}[/dim]")
     return summary
 
 
+def artifacts_in(artifacts: list, folder: str) -> list[tuple[Path, str]]:
+    return [a for a in artifacts if isinstance(a, tuple) and a[1] == folder]
+
+
 def where_things_are(
-    cfg: DictConfig, tracker: Tracker, study_dir: Path, summary: Path, storage_url: str
+    cfg: DictConfig,
+    tracker: Tracker,
+    study_dir: Path,
+    summary: Path,
+    storage_url: str,
+    report: Path | None = None,
 ) -> None:
     mlflow_uri = redact_url(resolve_sqlite_uri(cfg.tracking.mlflow_uri))
     if tracker.offline:
@@ -193,6 +205,8 @@ def where_things_are(
     # soft_wrap: paths and commands stay on one line, ready to copy.
     console.print(f"\nTrial folders: {study_dir}", soft_wrap=True)
     console.print(f"Summary:       {summary}", soft_wrap=True)
+    if report is not None:  # the figures are on the MLflow parent run too (report/)
+        console.print(f"Report:        {report}", soft_wrap=True)
     console.print(
         f"MLflow:        {mlflow_uri} (experiment {cfg.tracking.experiment!r})", soft_wrap=True
     )

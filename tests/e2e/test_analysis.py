@@ -38,6 +38,9 @@ def study(tmp_path_factory):
     results, port = tmp_path_factory.mktemp("results"), free_port()
     proc = sweep(results, port, "search.n_trials=4", OOM_FIRST, "benchmark.concurrency=[1,2]")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The sweep wrote its report and says where, with the other places its results are.
+    report = results / "reports" / STUDY / "index.html"
+    assert report.is_file() and f"Report:        {report}" in proc.stdout, proc.stdout[-2000:]
     return results, port, f"sqlite:///{results}/mlflow.db"
 
 
