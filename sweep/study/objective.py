@@ -93,8 +93,8 @@ class Objective:
         """The objective a composed config asks for; ValueError naming the key and the fix."""
         measured = [int(c) for c in benchmark.concurrency]
         name = str(search.objective)
-        levels = [int(c) for c in OmegaConf.select(search, "load_profile.levels", default=[]) or []]
-        weights = list(OmegaConf.select(search, "load_profile.weights", default=[]) or [])
+        levels = [int(c) for c in _numbers(search, "levels", int)]
+        weights = _numbers(search, "weights", float)
         missing = [c for c in levels if c not in measured]
         if missing:
             raise ValueError(
@@ -251,3 +251,20 @@ class Objective:
         if not self.profile:
             return self.name
         return f"{self.name}[{self._profile_text()}]"
+
+
+def _numbers(search: Any, key: str, kind: type) -> list:
+    """search.load_profile.<key> as a flat list of numbers; ValueError naming the key otherwise."""
+    given = OmegaConf.select(search, f"load_profile.{key}", default=[]) or []
+    example = "[1,8,32,64]" if kind is int else "[4,3,2,1]"
+    try:
+        values = [kind(v) for v in given]
+        if any(isinstance(g, bool) for g in given) or not all(math.isfinite(v) for v in values):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"search.load_profile.{key}={given}: give a list of numbers, e.g. "
+            f"search.load_profile.{key}={example}"
+        ) from None
+    return values
+
