@@ -177,6 +177,11 @@ def workload_choice(cfg: DictConfig) -> tuple[str, str, tuple[str, ...]]:
             b.prompts,
         )
         if b.prompts != "builtin":
+            if not Path(str(b.prompts)).expanduser().is_file():  # name the key the user set
+                raise ConfigError(
+                    f"benchmark.prompts={b.prompts!r}: no such file. Use benchmark/workload=file "
+                    "benchmark.workload.source=/path/to/prompts.jsonl, or 'builtin'."
+                )
             return "file", b.prompts, ()
     if w.source is None:
         raise ConfigError(

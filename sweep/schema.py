@@ -151,12 +151,41 @@ class SamplerConfig:
 
 
 @dataclass
+class LoadProfileConfig:
+    """The levels a deployment serves, for the load-profile objectives (sweep.study.objective)."""
+
+    levels: List[int] = field(default_factory=list)  # empty: every benchmark.concurrency level
+    weights: List[float] = field(default_factory=list)  # per level (share of time); empty: equal
+
+
+@dataclass
+class SLOConfig:
+    """Latency limits in ms (None: no limit) at `level` (None: every measured level); a trial
+    over one is infeasible for Optuna (constraint slo_<metric>_c<level> > 0)."""
+
+    ttft_ms_p50: Optional[float] = None
+    ttft_ms_p90: Optional[float] = None
+    ttft_ms_p99: Optional[float] = None
+    itl_ms_p50: Optional[float] = None
+    itl_ms_p90: Optional[float] = None
+    itl_ms_p99: Optional[float] = None
+    tpot_ms_p50: Optional[float] = None
+    tpot_ms_p90: Optional[float] = None
+    tpot_ms_p99: Optional[float] = None
+    level: Optional[int] = None
+
+
+@dataclass
 class SearchConfig:
     study_name: str = MISSING
     n_trials: int = 12
     seed: int = 0
-    objective: str = "tok_s"  # tok_s | speedup | throughput | tok_s+throughput
+    # tok_s | speedup | throughput | tok_s+throughput | weighted_throughput | weighted_speed |
+    # per_level_speed (the last three over search.load_profile)
+    objective: str = "tok_s"
     throughput_concurrency: int = 64  # the level `throughput` reads (must be benchmarked)
+    load_profile: LoadProfileConfig = field(default_factory=LoadProfileConfig)
+    slo: SLOConfig = field(default_factory=SLOConfig)
     prune: bool = True  # stop a trial early once it cannot beat the best one
     baseline: bool = True
     baseline_equal_caps: bool = True  # the baseline gets speculation's max_running_requests (48)

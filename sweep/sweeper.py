@@ -49,19 +49,10 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
         raise ConfigError(f"search.n_trials={search.n_trials}: must be >= 0.")
     if search.sampler.name not in ("tpe", "random"):
         raise ConfigError(f"search.sampler.name={search.sampler.name!r}: tpe or random.")
-    try:
-        objective = Objective(search.objective, search.throughput_concurrency)
+    try:  # the objective, its load profile and latency limits (sweep.study.objective)
+        objective = Objective.from_config(search, benchmark)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    if "throughput" in search.objective and (
-        search.throughput_concurrency not in benchmark.concurrency
-    ):
-        raise ConfigError(
-            f"search.objective={search.objective} reads throughput at concurrency "
-            f"{search.throughput_concurrency}, which benchmark.concurrency="
-            f"{list(benchmark.concurrency)} does not measure. Add it, e.g. "
-            f"benchmark.concurrency=[1,{search.throughput_concurrency}]."
-        )
     if search.objective == "speedup" and not search.baseline:
         raise ConfigError("search.objective=speedup needs the baseline: set search.baseline=true.")
     try:  # search.memory and search.budget_gpu_hours (sweep/study/memory.py, budget.py)

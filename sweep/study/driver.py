@@ -9,9 +9,11 @@ A trial's candidate (`sweep.study.candidates`) is compared with what the study a
   (`sweep.study.crashes`: one failure may be flaky and gets its second chance).
 OOM and predicted-OOM trials are told to Optuna as constraint violations (`oom` > 0), so the
 sampler learns where memory runs out; a repeated failure and its known crashes likewise
-(`crash` > 0), so it learns where SGLang refuses or faults. The objective value of an infeasible
-trial is never used to rank it (0 tok/s is what it served). Everything is read back from the
-study's trials, so a resumed sweep (or another worker) makes the same decisions.
+(`crash` > 0), so it learns where SGLang refuses or faults; a measured trial over a latency
+limit (search.slo) likewise (`slo_<metric>_c<level>` > 0, `Objective.constraints`). The
+objective value of an infeasible trial is never used to rank it (0 tok/s is what it served).
+Everything is read back from the study's trials, so a resumed sweep (or another worker) makes
+the same decisions.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class SearchDriver:
 
     def prune_below(self) -> float | None:
         """The best trial's lower 95% bound on the watched metric (single objective only)."""
-        if self.objective.multi:
+        if not self.objective.prunable:
             return None
         metric = self.objective.metrics[0]
         bounds = [
@@ -128,11 +130,12 @@ class SearchDriver:
         if failure is not None:
             attrs["failure"] = failure
         metric = self.objective.metrics[0]
-        if metric in result.metrics:
+        metrics = {**result.metrics, **self.objective.derived(result)}  # weighted aggregates
+        if metric in metrics:
             attrs["metric_name"] = metric
-            attrs["metric"] = result.metrics[metric]
-            if f"{metric}_ci95" in result.metrics:
-                attrs["metric_ci95"] = result.metrics[f"{metric}_ci95"]
+            attrs["metric"] = metrics[metric]
+            if f"{metric}_ci95" in metrics:
+                attrs["metric_ci95"] = metrics[f"{metric}_ci95"]
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
 
@@ -155,6 +158,11 @@ class SearchDriver:
             return TrialState.PRUNED
         if outcome is Outcome.OK and values is not None:
             trial.set_constraint("oom", 0.0)
+            # Latency limits (search.slo): > 0 makes the trial infeasible, not a penalty value.
+            for key, excess in self.objective.constraints(result).items():
+                trial.set_constraint(key, excess)
+            if any(v > 0 for v in self.objective.constraints(result).values()):
+                trial.set_user_attr("slo_violations", self.objective.violations(result))
             self.study.tell(trial, values)
             return TrialState.COMPLETE
         # a first crash or timeout, invalid, error, interrupted: a failure, not a penalty value
