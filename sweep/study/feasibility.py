@@ -54,7 +54,7 @@ class Boundary:
 
     @property
     def settled(self) -> bool:
-        """Both sides known from the group itself (between them lies no grid value untried)."""
+        """Both sides known from the group itself."""
         return self.fits_direct and self.ooms_direct
 
 

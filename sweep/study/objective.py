@@ -113,8 +113,10 @@ class Objective:
                 f"search.load_profile.weights={list(weights)}: one weight per level of "
                 f"{levels or measured} (search.load_profile.levels, else benchmark.concurrency)."
             )
-        if "throughput" in name and name not in PROFILE and search.throughput_concurrency not in (
-            measured
+        if (
+            "throughput" in name
+            and name not in PROFILE
+            and search.throughput_concurrency not in (measured)
         ):
             raise ValueError(
                 f"search.objective={name} reads throughput at concurrency "

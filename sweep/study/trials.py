@@ -25,7 +25,7 @@ from sweep.config import build_trial_spec
 from sweep.console import console
 from sweep.study import records, storage
 from sweep.study.baseline import Baseline
-from sweep.study.budget import Budget
+from sweep.study.budget import Budget, spent
 from sweep.study.candidates import Candidate, candidate_for
 from sweep.study.driver import SearchDriver, Verdict
 from sweep.study.session import CLAIM_POLL_S, StudySession
@@ -45,6 +45,12 @@ class TrialLoop:
 
     def run(self) -> None:
         started = time.monotonic()
+        if self.budget.active:
+            trials = self.session.study.get_trials(deepcopy=False)
+            console.print(
+                f"GPU-hour budget: {spent(trials):.2f} of {self.budget.total:g} spent by "
+                f"this study so far; {self.budget.remaining(trials):.2f} left"
+            )
         try:
             if self.session.pool is None:
                 self._loop()
