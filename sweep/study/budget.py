@@ -11,6 +11,8 @@ study: a resumed sweep (or another worker) sees what earlier sweeps spent, and a
 
 from __future__ import annotations
 
+import math
+
 from optuna.trial import FrozenTrial
 
 from harness.results import TrialResult
@@ -45,9 +47,13 @@ class Budget:
     """`search.budget_gpu_hours` over the whole study (None: no budget, `n_trials` decides)."""
 
     def __init__(self, gpu_hours_total: float | None):
-        if gpu_hours_total is not None and gpu_hours_total <= 0:
-            raise ValueError(f"search.budget_gpu_hours={gpu_hours_total}: must be > 0 (or null)")
-        self.total = gpu_hours_total
+        if gpu_hours_total is not None and not (
+            math.isfinite(float(gpu_hours_total)) and gpu_hours_total > 0
+        ):
+            raise ValueError(
+                f"search.budget_gpu_hours={gpu_hours_total}: GPU-hours > 0 (or null: no budget)"
+            )
+        self.total = None if gpu_hours_total is None else float(gpu_hours_total)
         self.idle = 0  # proposals in a row that launched nothing
 
     @property

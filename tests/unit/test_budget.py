@@ -67,6 +67,7 @@ def test_a_budget_stops_when_the_sampler_only_proposes_what_the_study_knows():
     assert not budget.exhausted([])
 
 
-def test_a_budget_must_be_positive():
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_budget_must_be_a_positive_number_of_gpu_hours(bad):
     with pytest.raises(ValueError, match="budget_gpu_hours"):
-        Budget(0.0)
+        Budget(bad)
