@@ -27,6 +27,7 @@ from harness.sglang import (
     forced_draft_tokens,
     surface,
 )
+from harness.sim.intake import REASONING
 from harness.sim.profiles import DRAFTERS, HARDWARE, TARGETS
 
 log = logging.getLogger("sglang.srt.arg_groups")
@@ -154,6 +155,14 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
         "fraction X (0 <= X < 1) per 1000 output tokens (0: only the drafter's own fade)",
     )
     sim.add_argument(
+        "--sim-reasoning-tokens",
+        type=_reasoning,
+        default=REASONING,
+        metavar="MEDIAN[:SIGMA]",
+        help="the simulated model's reasoning length: lognormal median (and sigma) of its "
+        "thinking tokens (default 1200:0.5; e.g. 6500:0.25 for 4-10k-token data generation)",
+    )
+    sim.add_argument(
         "--sim-load-s",
         type=float,
         help="simulated start-up seconds (default: the target profile's load time)",
@@ -167,6 +176,17 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
         "... (harness/sim/faults.py)",
     )
     return p
+
+
+def _reasoning(text: str) -> tuple[float, float]:
+    median, _, sigma = text.partition(":")
+    try:
+        value = (float(median), float(sigma) if sigma else REASONING[1])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MEDIAN[:SIGMA]") from e
+    if value[0] < 1 or not 0 <= value[1] <= 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: median >= 1, 0 <= sigma <= 3")
+    return value
 
 
 def _decay(text: str) -> float:

@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 from harness.sglang import CURRENT, surface
 from harness.sim.clock import InstantClock, Lag, VirtualClock  # noqa: F401  (re-exported)
-from harness.sim.perf_model import PerfModel, sampled_acceptance
+from harness.sim.drift import DRIFT_SIGMA, Drift
+from harness.sim.hicache import HostTier
+from harness.sim.intake import REASONING, build_request
+from harness.sim.kvpool import KVPool
+from harness.sim.loglines import decode_line, prefill_line, retract_line
+from harness.sim.perf_model import PerfModel
+from harness.sim.policy import NewTokenRatio, retract, select_prefill
 from harness.sim.request import Chunk, Counters, SimRequest, Totals
-from harness.sim.text import stable_hash
 
 log = logging.getLogger("sglang.scheduler")
-DRIFT_SIGMA = 0.02  # standard deviation of the machine's speed deviation
-DRIFT_TIME_S = 20.0  # its correlation time, simulated seconds
 
 
 class Engine:
@@ -47,12 +49,23 @@ class Engine:
         on_crash: Callable[[int, str], None] | None = None,  # (tokens so far, phase)
         log_forward_iters: bool = False,  # SGLANG_LOG_FORWARD_ITERS: "Decode batch [N],"
         drain_extra_s: float = 0.0,  # fault slow-drain: wall seconds added to the drain step
+        host: HostTier | None = None,  # HiCache's host tier (--enable-hierarchical-cache)
+        stream_interval: int = 1,  # --stream-interval: a chunk every N tokens (first at once)
+        max_prefill_tokens: int = 16384,  # --max-prefill-tokens: a prefill batch's input
+        reasoning: tuple[float, float] = REASONING,  # --sim-reasoning-tokens: median, sigma
     ):
         self.model = model
-        self.drift_sigma = drift_sigma
         self.clock = clock
         self.max_running = max_running_requests
         self.kv_tokens = kv_tokens
+        self.pool = KVPool(kv_tokens, host)
+        self.ratio = NewTokenRatio()
+        self.stream_interval = max(1, stream_interval)
+        self.reasoning = reasoning
+        self.observer: Callable[[Engine, float], None] | None = None
+        self.max_prefill_tokens = max_prefill_tokens
+        # `new_tokens_required_next_decode`: a slot per request, a verify pass's with speculation
+        self._per_request = model.spec.draft_tokens if model.spec else 1
         self.log_interval = decode_log_interval
         self.legacy_logs = surface(log_format).legacy  # "Decode batch." lines, no accept rate
         self.seed = seed
@@ -68,8 +81,7 @@ class Engine:
         self._last_step_s = 0.0
         self._fully_idle = asyncio.Event()
         self._fully_idle.set()
-        self._noise = random.Random(seed)
-        self._drift = 0.0  # slowly varying speed deviation of the machine (clocks, PCIe, load)
+        self._drift = Drift(drift_sigma, seed)
         self._t = 0.0  # engine time on the virtual clock
         self._last_emit: tuple[float, float] | None = None  # (virtual, wall) of the last chunk
         self.lag = Lag(clock)  # how far its schedule trails the clock (/server_info simulator)
@@ -116,7 +128,7 @@ class Engine:
 
     def new_request(
         self,
-        prompt: str,
+        prompt: str | list[dict[str, Any]],
         max_new_tokens: int,
         *,
         ignore_eos: bool,
@@ -127,31 +139,22 @@ class Engine:
     ) -> SimRequest:
         """`greedy` (temperature 0): its output (words and length) depends on the prompt alone,
         as a greedy decode does, speculative or not; sampled, on the request too, and the
-        higher the `temperature`, the fewer drafts are accepted (perf_model)."""
+        higher the `temperature`, the fewer drafts are accepted (perf_model). `prompt`: text, or
+        chat messages (their contents, joined, are what lengths and acceptance hash; the
+        template-rendered conversation is what the radix cache keys)."""
         self._n_requests += 1
-        h = stable_hash(prompt)
-        rng = random.Random(hash((self.seed, h, self._n_requests)))
-        lengths = random.Random(hash((self.seed, h))) if greedy else rng
-        # A reasoning model thinks for one to a few thousand tokens on these prompts (median
-        # ~1200, so 2048 tokens finish most chains and 512 cuts nearly all, as the seeds saw),
-        # then answers in a few hundred.
-        thinking_tokens = int(lengths.lognormvariate(math.log(1200), 0.5)) if thinking else 0
-        natural = thinking_tokens + int(lengths.uniform(150, 600))
-        return SimRequest(
-            rid=f"{self._n_requests:08x}",
-            prompt=prompt,
+        return build_request(
+            prompt,
+            max_new_tokens,
+            n=self._n_requests,
+            seed=self.seed,
             submitted_at=self._arrival(),
-            prompt_tokens=prompt_tokens or max(1, len(prompt) // 4 + 12),
-            max_new_tokens=max_new_tokens,
-            # ignore_eos: it would go on past max_new_tokens, so it ends by "length"
-            natural_tokens=max_new_tokens + 1 if ignore_eos else natural,
-            thinking_tokens=thinking_tokens,
-            # Easy (formulaic) prompts accept more drafts than hard ones: +-10% around 1.
-            prompt_factor=(0.9 + 0.2 * ((h >> 8) % 1000) / 999)
-            * sampled_acceptance(0.0 if greedy else temperature),
-            rng=rng,
-            text_seed=h if greedy else self._n_requests,
-            received_wall=time.monotonic(),
+            ignore_eos=ignore_eos,
+            thinking=thinking,
+            greedy=greedy,
+            prompt_tokens=prompt_tokens,
+            temperature=temperature,
+            reasoning=self.reasoning,
         )
 
     def submit(self, request: SimRequest) -> None:
@@ -165,6 +168,7 @@ class Engine:
             self.waiting.remove(request)
         if request in self.running:
             self.running.remove(request)
+        self.pool.release(request)
 
     def reset_fault_counters(self) -> None:
         """At ready: the crash fault counts tokens generated for clients, not the warm-up's."""
@@ -190,6 +194,8 @@ class Engine:
         )
         self._interval_tokens = 0
         self.lag.reset()
+        self.pool.reset()  # 0.5.23 flush_cache: tree_cache.reset(), the ratio back to its start
+        self.ratio.reset()
         return True
 
     def avg_accept_length(self) -> float | None:
@@ -258,85 +264,99 @@ class Engine:
         self._t += seconds
         await self.clock.sleep_until(self._t)
         self.lag.observe(self._t, seconds)
+        if self.observer is not None:  # the oracle's sampler (mean usage, running, queue)
+            self.observer(self, seconds)
 
     def kv_used(self) -> int:
-        return sum(r.prompt_tokens + r.generated for r in self.running)
+        return self.pool.used
 
     async def _prefill(self) -> bool:
-        """Prefill what fits of the waiting queue; False when there was nothing to prefill."""
-        new = []
-        while self.waiting and len(self.running) + len(new) < self.max_running:
-            new.append(self.waiting.pop(0))
-        if not new:
+        """Prefill what SGLang's PrefillAdder admits (policy); False when it admitted nothing."""
+        admitted = select_prefill(
+            self.pool,
+            self.waiting,
+            self.running,
+            self.ratio.current,
+            max_running=self.max_running,
+            max_prefill_tokens=self.max_prefill_tokens,
+            now=self._t,
+        )
+        if not admitted:
             return False
-        tokens = sum(r.prompt_tokens for r in new)
-        seconds = self.model.prefill_s(tokens)
+        seconds = self.model.prefill_s(sum(a.extend for a in admitted))
+        loaded = sum(a.host_hit for a in admitted)
+        if loaded and self.pool.host is not None:  # layer-wise load-back overlaps the forward
+            seconds = max(seconds, self.pool.host.transfer_s(loaded))
+            self.pool.host.loaded_tokens += loaded
         await self._advance(seconds)
         self._last_step_s = seconds
         self._forward_ct += 1
-        self.totals.prompt_tokens += tokens
-        self.totals.requests += len(new)
-        for r in new:
-            self._emit(r, 1)  # the first token comes from prefill
-        self.running.extend(r for r in new if r.generated < r.limit and not r.stalled)
-        usage = self.kv_used() / max(self.kv_tokens, 1)
-        if self.legacy_logs:
-            log.info(
-                "Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, "
-                "token usage: %.2f, #running-req: %d, #queue-req: %d, ",
-                len(new),
-                tokens,
-                usage,
-                len(self.running),
-                len(self.waiting),
-            )
-            return True
-        log.info(
-            "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, "
-            "#running-req: %d, #queue-req: %d, #pending-token: 0, cuda graph: False, "
-            "input throughput (token/s): %.2f",
-            len(new),
-            tokens,
-            usage,
-            len(self.running),
-            len(self.waiting),
-            tokens / seconds,
-        )
+        self.counters.note_prefill(admitted, self.totals)
+        for a in admitted:
+            r = a.request
+            self.pool.commit(r, r.fill_ids(), self._t)
+            if not r.retractions:
+                self.totals.prompt_tokens += r.prompt_tokens
+                self.totals.requests += 1
+            self._emit(r, 1)  # the first token (again, after a retraction) comes from prefill
+            if r.generated < r.limit and not r.stalled:
+                self.running.append(r)
+            elif r.generated >= r.limit:
+                self._finish(r)
+            else:
+                self.pool.release(r)
+        log.info(prefill_line(self, admitted, seconds))
         return True
 
+    def _finish(self, r: SimRequest) -> None:
+        self.pool.finish(r, r.ids + r.output_ids(0, r.generated), self._t)
+
+    def _retract(self) -> None:
+        """The next decode step does not fit: SGLang's retract_decode, then its warning."""
+        old_ratio, before = self.ratio.current, self.pool.available
+        retracted = retract(self.pool, self.running, self._per_request)
+        self.ratio.current = NewTokenRatio.after_retract(self.running)
+        self.counters.note_retract(retracted)
+        self.totals.note_retract(retracted)
+        gained = self.pool.available - before
+        log.warning(
+            retract_line(self.legacy_logs, len(retracted), gained, old_ratio, self.ratio.current)
+        )
+        self.waiting.extend(retracted)
+
     async def _decode(self) -> None:
+        if not self.pool.ensure(len(self.running) * self._per_request):
+            self._retract()
+        else:
+            self.ratio.decay_step()
         batch = len(self.running)
         context = sum(r.prompt_tokens + r.generated for r in self.running) // batch
         step = self.model.decode_step_s(batch, context)
-        self._last_step_s = step * (1.0 + self._wander(step))
+        self._last_step_s = step * (1.0 + self._drift.wander(step))
         await self._advance(self._last_step_s)
         self._iterations += 1
         self._forward_ct += 1
         for r in list(self.running):
             if r.abort is not None and r.generated > 1:  # mid-stream: prefill's + one decode
                 self.running.remove(r)
+                self.pool.release(r)
                 r.queue.put_nowait(Chunk([], "abort", self._t))
                 continue
             n = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
             n = min(n, r.limit - r.generated)
+            self.pool.grow(r, n)
             if self.speculative:
                 r.verify_ct += 1
                 self.totals.verify_calls += 1
                 self.counters.pending_accept_tokens += n
                 self.counters.pending_forward_ct += 1
             self._emit(r, n)
+        for r in self.running:
+            if r.generated >= r.limit:
+                self._finish(r)
         self.running = [r for r in self.running if r.generated < r.limit]
         if self._iterations % self.log_interval == 0:
-            self._log_decode(batch)
-
-    def _wander(self, dt: float) -> float:
-        """Ornstein-Uhlenbeck deviation: ~2% spread, ~20 s memory, so runs differ like a real
-        box's do (the seeds saw +-10% on single runs of a few requests) while runs average out."""
-        decay = math.exp(-dt / DRIFT_TIME_S)
-        self._drift = self._drift * decay + self.drift_sigma * math.sqrt(1 - decay * decay) * (
-            self._noise.gauss(0.0, 1.0)
-        )
-        return self._drift
+            log.info(decode_line(self, batch))
 
     def _emit(self, request: SimRequest, n: int) -> None:
         start = request.generated
@@ -350,46 +370,17 @@ class Engine:
             # A request's first token comes from its prefill, every later one from a decode step.
             self._on_crash(self._total_generated, "prefill" if start == 0 else "decode")
         done = request.generated >= request.limit
+        # 0.5.23 output_streamer.py::accept: every step at interval 1; else the first token at
+        # once, then whenever at least stream_interval tokens are unsent; always at the end.
+        unsent = request.generated - request.sent
+        if not (done or self.stream_interval == 1 or unsent >= self.stream_interval or start == 0):
+            return
         self._last_emit = (self._t, time.monotonic())
         request.queue.put_nowait(
             Chunk(
-                list(range(start, request.generated)),
+                list(range(request.sent, request.generated)),
                 request.finish_reason if done else None,
                 self._t,
             )
         )
-
-    def _log_decode(self, batch: int) -> None:
-        c = self.counters
-        gap = max(self._t - self._interval_start, 1e-9)
-        c.last_gen_throughput = self._interval_tokens / gap
-        self._interval_tokens, self._interval_start = 0, self._t
-        msg = (
-            f"Decode batch{self._iter_msg()}{'.' if self.legacy_logs else ','} "
-            f"#running-req: {batch}, "
-            f"#token: {self.kv_used()}, "
-            f"token usage: {self.kv_used() / max(self.kv_tokens, 1):.2f}, "
-        )
-        if self.speculative and c.pending_forward_ct:
-            accept_len = c.pending_accept_tokens / c.pending_forward_ct
-            drafts = self.model.spec.draft_tokens - 1  # type: ignore[union-attr]
-            rate = (c.pending_accept_tokens - c.pending_forward_ct) / (
-                c.pending_forward_ct * drafts
-            )
-            msg += f"accept len: {accept_len:.2f}, "
-            if not self.legacy_logs:
-                msg += f"accept rate: {rate:.2f}, "
-            c.last_accept_len, c.last_accept_rate = accept_len, rate
-            c.spec_accept_tokens += c.pending_accept_tokens
-            c.spec_forward_ct += c.pending_forward_ct
-            c.pending_accept_tokens = c.pending_forward_ct = 0
-        msg += (
-            f"cuda graph: {self.model.dep.cuda_graph}, "
-            f"gen throughput (token/s): {c.last_gen_throughput:.2f}, "
-            f"#queue-req: {len(self.waiting)}"
-        )
-        log.info(msg + (", " if self.legacy_logs else ""))
-
-    def _iter_msg(self) -> str:
-        """0.5.23 `metrics_reporter.py`: f" [{batch_iter}]" only with SGLANG_LOG_FORWARD_ITERS."""
-        return f" [{self._forward_ct}]" if self.log_forward_iters and not self.legacy_logs else ""
+        request.sent = request.generated

@@ -20,6 +20,7 @@ import uvicorn
 
 from harness.sglang import CURRENT, LEGACY, READY_LINE, surface
 from harness.sim.app import ServerState, create_app
+from harness.sim.capacity import engine_capacity
 from harness.sim.cli import build_parser, reported_args, resolve, sglang_version_of
 from harness.sim.engine import Engine, VirtualClock
 from harness.sim.failures import (
@@ -139,7 +140,6 @@ def main(argv: list[str] | None = None) -> None:
         model,
         clock,
         max_running_requests=args["max_running_requests"],
-        kv_tokens=plan.kv_tokens,
         decode_log_interval=args["decode_log_interval"],
         log_format=version,
         seed=ns.sim_seed,
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         on_crash=on_crash,
         log_forward_iters=_env_bool("SGLANG_LOG_FORWARD_ITERS"),
         drain_extra_s=faults.slow_drain_s,
+        **engine_capacity(args, ns, model, plan),
     )
     simulator = {
         "simulated": True,

@@ -9,12 +9,14 @@ and to know the true rate the client should measure (client fidelity).
 from __future__ import annotations
 
 import argparse
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from drafter.checkpoint import CheckpointError, DrafterCheckpoint
 from drafter.checks import footprint as drafter_footprint
+from harness.sim.capacity import engine_capacity
 from harness.sim.cli import build_parser, resolve, sglang_version_of
 from harness.sim.perf_model import Deployment, PerfModel, Speculation
 from harness.sim.profiles import (
@@ -118,6 +120,14 @@ class LoadResult:
     output_tok_s: float  # tokens over the span from the first request's start to the last end
     decode_tok_s: float  # per stream, tokens after the first over decode time, token-weighted
     requests: int
+    # The capacity model over the same window (modelled_steady_state; modelled_load: its span),
+    # time-weighted over scheduler steps: what SGLang's decode lines and /metrics report.
+    token_usage: float = 0.0  # mean `token usage` (num_used / max_total_num_tokens)
+    running: float = 0.0  # mean #running-req
+    queued: float = 0.0  # mean #queue-req
+    cache_hit_rate: float = 0.0  # prefill tokens found in the device or host cache / all input
+    retractions: int = 0  # requests retracted ("KV cache pool is full. Retract requests.")
+    max_total_num_tokens: int = 0
 
 
 def _instant_engine(argv: list[str], nccl_proto: str):
@@ -133,10 +143,10 @@ def _instant_engine(argv: list[str], nccl_proto: str):
         model,
         clock,
         max_running_requests=args["max_running_requests"],
-        kv_tokens=model.memory_plan(args["mem_fraction_static"]).kv_tokens,
         decode_log_interval=10**9,
         seed=ns.sim_seed,
         drift_sigma=0.0,
+        **engine_capacity(args, ns, model, model.memory_plan(args["mem_fraction_static"])),
     )
     return engine, clock
 
@@ -178,10 +188,52 @@ def modelled_load(
     return LoadResult(tokens / span, sum(s[3] - 1 for s in spans) / decode, len(spans))
 
 
+class _Sampler:
+    """Time-weighted means of the engine's state over a window, from its per-step observer."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.active = False
+        self.weight = self.usage = self.running = self.queued = 0.0
+        engine.observer = self.observe
+        self.totals_at_start = None
+
+    def start(self) -> None:
+        t = self.engine.totals
+        self.active = True
+        self.totals_at_start = (
+            t.retracted_requests,
+            t.cached_device_tokens + t.cached_host_tokens,
+            t.computed_prompt_tokens,
+        )
+
+    def observe(self, engine, seconds: float) -> None:
+        if not self.active or seconds <= 0:
+            return
+        self.weight += seconds
+        self.usage += seconds * engine.pool.usage
+        self.running += seconds * len(engine.running)
+        self.queued += seconds * len(engine.waiting)
+
+    def fields(self) -> dict[str, Any]:
+        t, w = self.engine.totals, max(self.weight, 1e-12)
+        retracted0, hits0, computed0 = self.totals_at_start or (0, 0, 0)
+        hits = t.cached_device_tokens + t.cached_host_tokens - hits0
+        computed = t.computed_prompt_tokens - computed0
+        return {
+            "token_usage": self.usage / w,
+            "running": self.running / w,
+            "queued": self.queued / w,
+            "cache_hit_rate": hits / (hits + computed) if hits + computed else 0.0,
+            "retractions": t.retracted_requests - retracted0,
+            "max_total_num_tokens": self.engine.kv_tokens,
+        }
+
+
 def modelled_steady_state(
     argv: list[str],
     concurrency: int,
-    prompts: list[str],
+    prompts: list[str] | list[list[dict[str, Any]]],
     max_tokens: int,
     completions: int,
     *,
@@ -193,10 +245,17 @@ def modelled_steady_state(
     benchmark feeds it (`harness.steady`): `concurrency` slots, each sending the next of
     `prompts` (in order, greedy, natural lengths) the moment its previous request ended. The
     rate is of the tokens emitted between the C-th completion and `completions` later, as
-    `harness.metrics.steady_window` defines the window; `requests` is the completions in it."""
+    `harness.metrics.steady_window` defines the window; `requests` is the completions in it.
+    `prompts`: strings, or chat message lists (role/content dicts) whose shared prefixes and
+    multi-turn history reach the radix cache; the capacity fields (token usage, running,
+    queued, cache hit rate, retractions) are over the same window. With --stream-interval N in
+    `argv` the engine emits a chunk every N tokens (cheaper; the window's edges blur by N)."""
     import asyncio
 
     engine, _clock = _instant_engine(argv, nccl_proto)
+    sampler = _Sampler(engine)
+    quiet = logging.getLogger("sglang.scheduler")  # the retraction warnings of a modelled load
+    was_disabled, quiet.disabled = quiet.disabled, True
     source = iter(prompts)
     arrivals: list[tuple[float, int]] = []  # (time, tokens) of every chunk
     ends: list[float] = []
@@ -222,7 +281,10 @@ def modelled_steady_state(
                 raise
             ends.append(chunk.at)
             decode.append((request.generated - 1, first, chunk.at))
+            if len(ends) == concurrency:
+                sampler.start()
             if len(ends) >= concurrency + completions:
+                sampler.active = False
                 stop.set()
 
     async def drive() -> None:
@@ -233,10 +295,13 @@ def modelled_steady_state(
             task.cancel()
         await asyncio.gather(*slots, loop, return_exceptions=True)
 
-    asyncio.run(drive())
+    try:
+        asyncio.run(drive())
+    finally:
+        quiet.disabled = was_disabled
     ordered = sorted(ends)
     start, end = ordered[concurrency - 1], ordered[concurrency + completions - 1]
     tokens = sum(n for at, n in arrivals if start < at <= end)
     inside = [(n, f, e) for n, f, e in decode if start < e <= end]
     per_user = sum(n for n, _, _ in inside) / sum(e - f for _, f, e in inside)
-    return LoadResult(tokens / (end - start), per_user, len(inside))
+    return LoadResult(tokens / (end - start), per_user, len(inside), **sampler.fields())

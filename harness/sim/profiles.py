@@ -32,6 +32,9 @@ class HardwareProfile:
     spec_host_no_overlap_ms: float  # per verify iteration, --disable-overlap-schedule
     activation_mib: float  # non-static memory besides CUDA graphs (activations, NCCL, torch)
     verify_token_us: float  # per verified draft token: tree mask, 160K-vocab logits, sampling
+    # HiCache's host<->device copies per GPU (pinned memory, one direction): PCIe Gen5 x16 is
+    # 64 GB/s raw per direction; pinned cudaMemcpy reaches ~50 GB/s of it in practice.
+    host_link_gb_s: float = 50.0
 
 
 # 8x RTX PRO 6000 Blackwell (96 GB GDDR7, PCIe Gen5, no NVLink): the seeds' box.
@@ -63,6 +66,7 @@ RTX_PRO_6000_PCIE = HardwareProfile(
     # calibrated: --mem-fraction-static 0.88 starts and 0.93 OOMs (seed memory table).
     activation_mib=6_300.0,
     verify_token_us=600.0,  # calibrated: seed row 6 (16 draft tokens, 74.9 tok/s)
+    host_link_gb_s=50.0,  # estimate: PCIe Gen5 x16, ~50 GB/s effective of 64 GB/s
 )
 
 # 8x H200 (141 GB HBM3e, NVLink/NVSwitch): SGLang's reference box for Kimi-K2.5.
@@ -85,6 +89,7 @@ H200_NVLINK = HardwareProfile(
     spec_host_no_overlap_ms=5.0,
     activation_mib=7_500.0,  # estimate: larger activations/graphs budget on a 141 GB GPU
     verify_token_us=200.0,
+    host_link_gb_s=50.0,  # estimate: the H200's host link is PCIe Gen5 x16 too
 )
 
 # 1x H100 SXM (80 GB HBM3): the EAGLE-3 paper's SGLang box (speculative-performance.md §3,
@@ -111,6 +116,7 @@ H100_SXM = HardwareProfile(
     spec_host_no_overlap_ms=1.5,  # SGLang v0.4.4 (the paper's) ran EAGLE without overlap
     activation_mib=4_000.0,  # estimate: 8B activations, torch and NCCL buffers
     verify_token_us=30.0,  # estimate: 128K-vocab logits and tree mask on one H100
+    host_link_gb_s=50.0,  # estimate: PCIe Gen5 x16
 )
 
 HARDWARE = {p.name: p for p in (RTX_PRO_6000_PCIE, H200_NVLINK, H100_SXM)}

@@ -1,0 +1,83 @@
+"""The scheduler's log lines, as SGLang prints them per surface.
+
+0.5.23 `managers/scheduler_components/metrics_reporter.py`: `report_prefill_stats` ("Prefill batch,
+#new-seq, #new-token (computed input), #cached-token (device + host hits), token usage,
+#running-req, #queue-req, #pending-token, cuda graph, input throughput") and
+`report_decode_stats` ("Decode batch[ [iter]], #running-req, #token, token usage, [accept len,
+accept rate,] cuda graph, gen throughput (token/s), #queue-req"), the pool parts from
+`pool_stats_observer.py` ("#token: {num_used}, token usage: {usage:.2f}"); `scheduler.py::
+update_running_batch`'s retraction warning. 0.5.1.post3 (`scheduler_metrics_mixin.py`): "Prefill
+batch." / "Decode batch." with a trailing ", ", no accept rate, and a retraction warning without
+"#new_tokens_gained" (`scheduler.py:1742`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.sim.policy import Admitted
+
+Engine = Any  # harness.sim.engine.Engine (which imports this module)
+
+
+def prefill_line(engine: Engine, admitted: list[Admitted], seconds: float) -> str:
+    new = sum(a.extend for a in admitted)
+    cached = sum(a.device_hit + a.host_hit for a in admitted)
+    usage, running, queued = engine.pool.usage, len(engine.running), len(engine.waiting)
+    engine.counters.stats_line()
+    if engine.legacy_logs:
+        return (
+            f"Prefill batch. #new-seq: {len(admitted)}, #new-token: {new}, "
+            f"#cached-token: {cached}, token usage: {usage:.2f}, #running-req: {running}, "
+            f"#queue-req: {queued}, "
+        )
+    return (
+        f"Prefill batch, #new-seq: {len(admitted)}, #new-token: {new}, #cached-token: {cached}, "
+        f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queued}, "
+        f"#pending-token: 0, cuda graph: False, "
+        f"input throughput (token/s): {new / max(seconds, 1e-9):.2f}"
+    )
+
+
+def retract_line(legacy: bool, retracted: int, gained: int, old: float, new: float) -> str:
+    if legacy:
+        return (
+            f"KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
+            f"#new_token_ratio: {old:.4f} -> {new:.4f}"
+        )
+    return (
+        f"KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
+        f"#new_tokens_gained: {gained}, #new_token_ratio: {old:.4f} -> {new:.4f}"
+    )
+
+
+def decode_line(engine: Engine, batch: int) -> str:
+    """Folds the pending speculative counters in, as SGLang's decode stats do."""
+    c = engine.counters
+    c.stats_line()
+    gap = max(engine._t - engine._interval_start, 1e-9)
+    c.last_gen_throughput = engine._interval_tokens / gap
+    engine._interval_tokens, engine._interval_start = 0, engine._t
+    it = f" [{engine._forward_ct}]" if engine.log_forward_iters and not engine.legacy_logs else ""
+    used = engine.pool.used
+    msg = (
+        f"Decode batch{it}{'.' if engine.legacy_logs else ','} #running-req: {batch}, "
+        f"#token: {used}, token usage: {used / max(engine.kv_tokens, 1):.2f}, "
+    )
+    if engine.speculative and c.pending_forward_ct:
+        accept_len = c.pending_accept_tokens / c.pending_forward_ct
+        drafts = engine.model.spec.draft_tokens - 1  # type: ignore[union-attr]
+        rate = (c.pending_accept_tokens - c.pending_forward_ct) / (c.pending_forward_ct * drafts)
+        msg += f"accept len: {accept_len:.2f}, "
+        if not engine.legacy_logs:
+            msg += f"accept rate: {rate:.2f}, "
+        c.last_accept_len, c.last_accept_rate = accept_len, rate
+        c.spec_accept_tokens += c.pending_accept_tokens
+        c.spec_forward_ct += c.pending_forward_ct
+        c.pending_accept_tokens = c.pending_forward_ct = 0
+    msg += (
+        f"cuda graph: {engine.model.dep.cuda_graph}, "
+        f"gen throughput (token/s): {c.last_gen_throughput:.2f}, "
+        f"#queue-req: {len(engine.waiting)}"
+    )
+    return msg + (", " if engine.legacy_logs else "")
