@@ -19,7 +19,8 @@ OOM costs nothing. Reached = a launched, successful trial whose true (noise-free
 hardware, not the hardware.
 
     python benchmarks/search_efficiency.py [--seeds 20] [--budget 150] [--objectives single,multi]
-        [--quick] [--json PATH]
+        [--profiles rtx_pro_6000_pcie,h200_nvlink] [--memory auto|pin|ceiling|sample] [--quick]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -250,6 +251,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=150, help="max server starts per search")
     parser.add_argument("--objectives", default="single,multi")
+    parser.add_argument("--profiles", default=",".join(PROFILES))
+    parser.add_argument("--memory", default="auto", help="specsweep's search.memory")
     parser.add_argument("--quick", action="store_true", help="5 seeds: a quick look")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/out/search_efficiency.json")
     args = parser.parse_args()
@@ -258,6 +261,7 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     search_cfg = OmegaConf.to_container(OmegaConf.load(SPACE_FILE), resolve=True)
     assert isinstance(search_cfg, dict)
+    search_cfg["memory"] = args.memory
     space = SearchSpace.from_config(OmegaConf.create(search_cfg["space"]))
     points = grid_points(space)
     kinds = [k for k in args.objectives.split(",") if k]
@@ -270,7 +274,7 @@ def main() -> None:
     }
     started = time.monotonic()
     for kind in kinds:
-        for profile in PROFILES:
+        for profile in args.profiles.split(","):
             report["results"].append(evaluate_profile(profile, kind, args, points, search_cfg))
     print_table(report)
     report["wall_s"] = round(time.monotonic() - started, 1)
