@@ -3,6 +3,10 @@ give, from the simulator's own model (`harness.sim.oracle`), and what each launc
 
 - `single`: single-stream decode tok/s at 2048-token reasoning outputs (`oracle.evaluate`), five
   runs of three requests after two warm-up requests, as `conf/benchmark/reasoning_2048.yaml`;
+- `datagen`: steady-state output tok/s at the seeds' data-generation load (DATAGEN_C in
+  flight, DATAGEN_TOKENS-token reasoning answers at natural length, one long shared system
+  prompt), speculation off, over mem_fraction_static x hicache_size (the capacity model: KV
+  admission, queueing, the radix cache and HiCache; `Objective("throughput", 150)`);
 - `multi`: weighted output throughput over the load profile LEVELS (equal weights;
   `Objective("weighted_throughput")`, the sweep's own aggregate): concurrency 1 from `evaluate`,
   the others from the steady-state model (`oracle.modelled_steady_state`, the engine the
@@ -43,6 +47,9 @@ RUN_CV = 0.01  # run-to-run spread the simulator shows at the quickstart's setti
 GPUS = 8
 PROMPT = "Reason step by step about the following question and then answer it carefully. " * 4
 CACHE = ROOT / "benchmarks/out/oracle_cache.json"
+# The datagen landscape (issue 17): the seeds' pipeline, speculation off, at its load.
+DATAGEN_C, DATAGEN_TOKENS = 150, 4096
+DATAGEN_PREFIX = "You are a careful data generator. Follow the schema exactly. " * 200
 
 
 def server_for(values: dict) -> ServerSpec:
@@ -59,9 +66,18 @@ def server_for(values: dict) -> ServerSpec:
     )
 
 
+def datagen_server(values: dict) -> ServerSpec:
+    return ServerSpec(
+        model_path="moonshotai/Kimi-K2.5",
+        tp_size=8,
+        mem_fraction_static=values["mem_fraction_static"],
+        hicache_size=values["hicache_size"],
+    )
+
+
 def effective(values: dict) -> dict:
     """SGLang forces draft = steps + 1 at topk 1: the server runs that."""
-    if values[TOPK] == 1:
+    if values.get(TOPK) == 1:
         return {**values, DRAFT: values[STEPS] + 1}
     return dict(values)
 
@@ -96,8 +112,30 @@ class Oracle:
         CACHE.write_text(json.dumps({"version": self.version, "entries": {**old, **self._disk}}))
 
     def _argv(self, values: dict) -> list[str]:
+        if STEPS not in values:
+            return [*server_flags(datagen_server(values)), "--sim-hardware", self.profile]
         flags = server_flags(server_for(values))
         return [*flags, "--sim-hardware", self.profile, "--sim-drafter", DRAFTER]
+
+    def datagen(self, values: dict) -> float | None:
+        """Steady-state output tok/s at the datagen load (None: OOM), every fraction its own
+        KV pool: at this load the pool is what decides."""
+        if self.point(values, DATAGEN_TOKENS)[0] != "ok":
+            return None
+        key = json.dumps(["dg", self.profile, DATAGEN_C, sorted(values.items())])
+        if key not in self._disk:
+            prompts = [
+                [
+                    {"role": "system", "content": DATAGEN_PREFIX},
+                    {"role": "user", "content": f"Record {i}: generate it, reasoning first."},
+                ]
+                for i in range(3 * DATAGEN_C + 32)
+            ]
+            r = modelled_steady_state(
+                self._argv(values), DATAGEN_C, prompts, DATAGEN_TOKENS, DATAGEN_C
+            )
+            self._disk[key] = [r.output_tok_s]
+        return self._disk[key][0]
 
     def point(self, values: dict, max_tokens: int = MAX_TOKENS):
         """(outcome, oom kind, single-stream tok/s, start-up s, KV tokens) of a launch."""
@@ -142,7 +180,12 @@ class Landscape:
     oracle: Oracle
     weights: tuple[float, ...] = ()
 
+    def server(self, values: dict) -> ServerSpec:
+        return datagen_server(values) if self.kind == "datagen" else server_for(values)
+
     def true_value(self, values: dict) -> float | None:
+        if self.kind == "datagen":
+            return self.oracle.datagen(values)
         if self.kind == "single":
             outcome, _, tok_s, _, _ = self.oracle.point(values)
             return tok_s if outcome == "ok" else None
@@ -166,7 +209,7 @@ class Simulation:
     def launch(self, values: dict, early_stop: EarlyStop | None = None) -> TrialResult:
         from sweep.study.budget import gpu_hours
 
-        tokens = MAX_TOKENS if self.land.kind == "single" else MULTI_TOKENS
+        tokens = {"single": MAX_TOKENS, "multi": MULTI_TOKENS}.get(self.land.kind, DATAGEN_TOKENS)
         outcome, kind, tok_s, startup, _ = self.land.oracle.point(values, tokens)
         self.starts += 1
         result = TrialResult("t", "trial", Outcome.OK, "sim", True, 1.0, dict(values))
@@ -177,6 +220,8 @@ class Simulation:
             return result
         if self.land.kind == "single":
             seconds = self._single(result, tok_s, early_stop)
+        elif self.land.kind == "datagen":
+            seconds = self._datagen(result, values)
         else:
             seconds = self._multi(result, values)
         result.wall_s = startup + seconds
@@ -219,3 +264,15 @@ class Simulation:
             result.metrics[f"output_tok_s_c{c}"] = stat.mean
             result.metrics[f"output_tok_s_c{c}_ci95"] = stat.ci95
         return seconds
+
+    def _datagen(self, result: TrialResult, values: dict) -> float:
+        """One steady-state level: RUNS runs of C ramp-up + C window completions, each request
+        priced at the full DATAGEN_TOKENS (an upper bound: answers end at their natural length)."""
+        rate = self.land.oracle.datagen(values)
+        assert rate is not None
+        samples = [rate * self.rng.gauss(1.0, RUN_CV) for _ in range(RUNS)]
+        stat = summarize(samples)
+        c = DATAGEN_C
+        result.metrics[f"output_tok_s_c{c}"] = stat.mean
+        result.metrics[f"output_tok_s_c{c}_ci95"] = stat.ci95
+        return RUNS * 2 * c * DATAGEN_TOKENS / rate

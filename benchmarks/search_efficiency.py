@@ -45,12 +45,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _search_landscape import (  # noqa: E402
+    DATAGEN_C,
     LEVELS,
     PROFILES,
     Landscape,
     Oracle,
     Simulation,
-    server_for,
 )
 
 from harness.results import Outcome, TrialResult  # noqa: E402
@@ -84,9 +84,23 @@ def grid_points(space: SearchSpace) -> list[dict]:
     return points
 
 
+DATAGEN_SPACE = {
+    "mem_fraction_static": {"type": "float", "low": 0.82, "high": 0.94, "step": 0.01},
+    "hicache_size": {"type": "categorical", "choices": [0, 48]},
+}
+DATAGEN_PRIOR = {"mem_fraction_static": 0.85, "hicache_size": 0}  # where the seeds started
+
+
+def datagen_points() -> list[dict]:
+    mems = [round(0.82 + i / 100, 2) for i in range(13)]
+    return [{"mem_fraction_static": m, "hicache_size": h} for m in mems for h in (0, 48)]
+
+
 def objective_for(kind: str) -> Objective:
     if kind == "single":
         return Objective("tok_s", 64)
+    if kind == "datagen":
+        return Objective("throughput", DATAGEN_C)
     return Objective("weighted_throughput", 64, levels=LEVELS)
 
 
@@ -108,12 +122,13 @@ def run_specsweep(sim: Simulation, search_cfg, seed: int, budget: int, prior: bo
     while sim.reached is None and sim.starts < budget and idle.idle < 4 * budget:
         trial = study.ask()
         values = space.suggest(trial)
-        candidate = candidate_for(server_for(values), "bench")
+        candidate = candidate_for(sim.land.server(values), "bench")
         verdict = driver.verdict(candidate)
         if verdict.launch:
             driver.begin(trial, verdict)
             below = driver.prune_below()
-            stop = EarlyStop(below=below, concurrency=1) if below else None
+            level = objective.run_metric()[1] or 1
+            stop = EarlyStop(below=below, concurrency=level) if below else None
             result = sim.launch(values, stop)
         else:
             result = TrialResult("t", "trial", Outcome.DUPLICATE, "sim", True, 1.0, dict(values))
@@ -145,6 +160,9 @@ def median_or_none(values: list[float | None]) -> float | None:
 
 
 def evaluate_profile(profile, kind, args, points, search_cfg) -> dict:
+    if kind == "datagen":
+        points = datagen_points()
+        search_cfg = {**search_cfg, "space": DATAGEN_SPACE, "enqueue": [DATAGEN_PRIOR]}
     oracle = Oracle(profile)
     land = Landscape(kind, oracle)
     truths = [land.true_value(p) for p in points]
@@ -250,7 +268,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=150, help="max server starts per search")
-    parser.add_argument("--objectives", default="single,multi")
+    parser.add_argument("--objectives", default="single,multi,datagen")
     parser.add_argument("--profiles", default=",".join(PROFILES))
     parser.add_argument("--memory", default="auto", help="specsweep's search.memory")
     parser.add_argument("--quick", action="store_true", help="5 seeds: a quick look")
