@@ -1,19 +1,26 @@
-"""How many server starts and GPU-hours does each search need to get within 2% of the optimum?
+"""How many GPU-hours (and server starts) does each search need to get within 2% of the optimum?
 
-Evaluates strategies on the simulator's performance model in-process (`harness.sim.oracle`, the
-code the simulator serves), with each launch's simulated start-up, benchmark and OOM costs:
-- specsweep: this project's search (TPE with OOM constraints, duplicate and predicted-OOM skips,
-  early stopping, SGLang's recommended 3/1/4 measured first), as the sweeper runs it;
+Runs whole searches in-process on the simulator's model (`benchmarks/_search_landscape.py`: the
+code the simulator serves, with each launch's simulated start-up and benchmark time) over the
+space conf/search/eagle3_five.yaml, on two hardware profiles and two objectives (`single`:
+single-stream tok/s; `multi`: weighted throughput over concurrency 1, 8, 32, 64):
+- specsweep: this project's search as the sweeper runs it: the sampler `sweep.study.opening`
+  builds (TPE inside `sweep.study.memory`'s memory policy), `SearchDriver`'s verdicts (duplicate,
+  predicted OOM, re-check) and tells (OOM constraints), early stopping, SGLang's recommended 3/1/4
+  enqueued first; costs priced by `sweep.study.budget` from what each launch recorded;
 - specsweep-no-prior: the same without the enqueued 3/1/4;
-- grid: every point of the space in the order of SGLang's bench_speculative.py
-  (itertools.product over steps, topk, draft tokens; then mem_fraction_static, hicache_size),
-  skipping `steps * topk + 1 < draft_tokens` as it does;
-- random: uniform random configurations from the same space.
-The space is conf/search/eagle3_five.yaml. "Trials" counts server starts; a skipped duplicate or
-predicted OOM costs nothing. Reached = a launched, successful trial whose true (noise-free)
-speed is within 2% of the space's optimum.
+- grid: every point in the order of SGLang's bench_speculative.py (itertools.product over steps,
+  topk, draft tokens; then mem_fraction_static, hicache_size), skipping
+  `steps * topk + 1 < draft_tokens` as it does;
+- random: uniform random configurations from the same space (every launch paid).
+GPU-hours = (start-up + benchmark time) x 8 GPUs, summed over launches; a duplicate or predicted
+OOM costs nothing. Reached = a launched, successful trial whose true (noise-free) value is within
+2% of the space's optimum. SIMULATED: it compares search strategies on one model of the
+hardware, not the hardware.
 
-    python benchmarks/search_efficiency.py [--seeds 20] [--budget 150] [--json PATH]
+    python benchmarks/search_efficiency.py [--seeds 20] [--budget 150] [--objectives single,multi]
+        [--profiles rtx_pro_6000_pcie,h200_nvlink] [--memory auto|pin|ceiling|sample] [--quick]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -26,7 +33,6 @@ import statistics
 import sys
 import time
 import warnings
-from functools import cache
 from pathlib import Path
 
 import optuna
@@ -36,45 +42,29 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from harness.command import server_flags  # noqa: E402
-from harness.results import Outcome, RunSummary, TrialResult  # noqa: E402
-from harness.sim.oracle import evaluate  # noqa: E402
-from harness.spec import EarlyStop, ServerSpec  # noqa: E402
-from harness.stats import summarize  # noqa: E402
+from _search_landscape import (  # noqa: E402
+    DATAGEN_C,
+    LEVELS,
+    PROFILES,
+    Landscape,
+    Oracle,
+    Simulation,
+)
+
+from harness.results import Outcome, TrialResult  # noqa: E402
+from harness.spec import EarlyStop  # noqa: E402
+from sweep.study.budget import Budget  # noqa: E402
 from sweep.study.candidates import candidate_for  # noqa: E402
 from sweep.study.driver import SearchDriver  # noqa: E402
 from sweep.study.objective import Objective  # noqa: E402
+from sweep.study.opening import make_sampler  # noqa: E402
 from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace  # noqa: E402
 
-PROFILES = ("rtx_pro_6000_pcie", "h200_nvlink")
-DRAFTER = "eagle3_37k_ttt5"
-MAX_TOKENS, WARMUP, RUNS, REQUESTS = 2048, 2, 5, 3
-RUN_CV = 0.01  # run-to-run spread the simulator shows at the quickstart's settings
-GPUS = 8
-PRIOR = {STEPS: 3, TOPK: 1, DRAFT: 4, "mem_fraction_static": 0.85, "hicache_size": 0}
-
-
-def server_for(values: dict) -> ServerSpec:
-    return ServerSpec(
-        model_path="moonshotai/Kimi-K2.5",
-        tp_size=8,
-        speculative_algorithm="EAGLE3",
-        speculative_draft_model_path="/models/drafter",
-        speculative_num_steps=values[STEPS],
-        speculative_eagle_topk=values[TOPK],
-        speculative_num_draft_tokens=values[DRAFT],
-        mem_fraction_static=values["mem_fraction_static"],
-        hicache_size=values["hicache_size"],
-    )
-
-
-@cache
-def truth(profile: str, key: tuple) -> tuple[str, str | None, float | None, float]:
-    values = dict(key)
-    argv = [*server_flags(server_for(values)), "--sim-hardware", profile, "--sim-drafter", DRAFTER]
-    e = evaluate(argv, MAX_TOKENS)
-    return e.outcome, e.oom_kind, e.tok_s, e.startup_s
+SPACE_FILE = ROOT / "conf/search/eagle3_five.yaml"
+STRATEGIES = ("specsweep", "specsweep-no-prior", "random", "grid")
+TARGET_VS_RANDOM, TARGET_VS_GRID = 0.5, 0.02
 
 
 def grid_points(space: SearchSpace) -> list[dict]:
@@ -94,75 +84,61 @@ def grid_points(space: SearchSpace) -> list[dict]:
     return points
 
 
-class Simulation:
-    """One search on one profile: launches cost simulated time; tracks when 2% is reached."""
-
-    def __init__(self, profile: str, optimum: float, rng: random.Random):
-        self.profile, self.optimum, self.rng = profile, optimum, rng
-        self.starts, self.seconds = 0, 0.0
-        self.reached: tuple[int, float] | None = None
-
-    def launch(self, values: dict, early_stop: EarlyStop | None = None) -> TrialResult:
-        key = tuple(sorted(values.items()))
-        # SGLang forces draft = steps + 1 at topk 1: the server runs that.
-        if values[TOPK] == 1:
-            key = tuple(sorted({**values, DRAFT: values[STEPS] + 1}.items()))
-        outcome, kind, tok_s, startup = truth(self.profile, key)
-        self.starts += 1
-        self.seconds += startup
-        result = TrialResult("t", "trial", Outcome.OK, "sim", True, 1.0, dict(values))
-        if outcome == "oom":
-            result.outcome, result.oom_kind = Outcome.OOM, kind
-            return result
-        request_s = MAX_TOKENS / tok_s
-        self.seconds += WARMUP * request_s
-        runs: list[RunSummary] = []
-        for run in range(1, RUNS + 1):
-            self.seconds += REQUESTS * request_s
-            value = tok_s * self.rng.gauss(1.0, RUN_CV)
-            runs.append(RunSummary(run, 1, REQUESTS, 0, 0, value, value, value, 0.1, None, None))
-            if early_stop and early_stop.should_stop(runs):
-                result.outcome = Outcome.PRUNED
-                break
-        stat = summarize([r.decode_tok_s for r in runs])
-        result.runs = runs
-        result.metrics = {"tok_s": stat.mean}
-        if stat.n > 1:
-            result.metrics["tok_s_ci95"] = stat.ci95
-        if result.outcome is Outcome.OK and self.reached is None and tok_s >= 0.98 * self.optimum:
-            self.reached = (self.starts, self.seconds * GPUS / 3600)
-        return result
+DATAGEN_SPACE = {
+    "mem_fraction_static": {"type": "float", "low": 0.82, "high": 0.94, "step": 0.01},
+    "hicache_size": {"type": "categorical", "choices": [0, 48]},
+}
+DATAGEN_PRIOR = {"mem_fraction_static": 0.85, "hicache_size": 0}  # where the seeds started
 
 
-def run_specsweep(sim: Simulation, space: SearchSpace, seed: int, budget: int, prior: bool):
+def datagen_points() -> list[dict]:
+    mems = [round(0.82 + i / 100, 2) for i in range(13)]
+    return [{"mem_fraction_static": m, "hicache_size": h} for m in mems for h in (0, 48)]
+
+
+def objective_for(kind: str) -> Objective:
+    if kind == "single":
+        return Objective("tok_s", 64)
+    if kind == "datagen":
+        return Objective("throughput", DATAGEN_C)
+    return Objective("weighted_throughput", 64, levels=LEVELS)
+
+
+def run_specsweep(sim: Simulation, search_cfg, seed: int, budget: int, prior: bool) -> None:
+    """The sweeper's loop (sweep.study.trials) without Hydra: ask, suggest, verdict, launch with
+    the early-stop bound, tell, until reached or `budget` launches."""
+    objective = objective_for(sim.land.kind)
+    cfg = OmegaConf.create({"search": {**search_cfg, "seed": seed}})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.TPESampler(
-            seed=seed, n_startup_trials=5, multivariate=True, group=True, constant_liar=True
-        )
-    study = optuna.create_study(sampler=sampler, directions=["maximize"])
+        sampler = make_sampler(cfg, objective)
+    study = optuna.create_study(sampler=sampler, directions=objective.directions)
     if prior:
-        study.enqueue_trial(PRIOR)
-    driver = SearchDriver(study, Objective("tok_s", 64))
-    proposals = 0
-    while sim.reached is None and sim.starts < budget and proposals < 4 * budget:
-        proposals += 1
+        for params in search_cfg["enqueue"]:
+            study.enqueue_trial(dict(params))
+    space = SearchSpace.from_config(cfg.search.space)
+    driver = SearchDriver(study, objective, gpus_per_trial=8)
+    idle = Budget(None)
+    while sim.reached is None and sim.starts < budget and idle.idle < 4 * budget:
         trial = study.ask()
         values = space.suggest(trial)
-        candidate = candidate_for(server_for(values), "bench")
+        candidate = candidate_for(sim.land.server(values), "bench")
         verdict = driver.verdict(candidate)
         if verdict.launch:
+            driver.begin(trial, verdict)
             below = driver.prune_below()
-            stop = EarlyStop(below=below, concurrency=1) if below else None
+            level = objective.run_metric()[1] or 1
+            stop = EarlyStop(below=below, concurrency=level) if below else None
             result = sim.launch(values, stop)
         else:
             result = TrialResult("t", "trial", Outcome.DUPLICATE, "sim", True, 1.0, dict(values))
             if verdict.action == "predicted_oom":
                 result.outcome = Outcome.PREDICTED_OOM
+        idle.note(result)
         driver.tell(trial, candidate, result, None, verdict.source)
 
 
-def run_random(sim: Simulation, space: SearchSpace, seed: int, budget: int):
+def run_random(sim: Simulation, space: SearchSpace, seed: int, budget: int) -> None:
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     while sim.reached is None and sim.starts < budget:
         trial = study.ask()
@@ -170,7 +146,7 @@ def run_random(sim: Simulation, space: SearchSpace, seed: int, budget: int):
         study.tell(trial, 0.0)
 
 
-def run_grid(sim: Simulation, points: list[dict]):
+def run_grid(sim: Simulation, points: list[dict]) -> None:
     for values in points:
         if sim.reached is not None:
             return
@@ -183,78 +159,142 @@ def median_or_none(values: list[float | None]) -> float | None:
     return None if m == float("inf") else m
 
 
+def evaluate_profile(profile, kind, args, points, search_cfg) -> dict:
+    if kind == "datagen":
+        points = datagen_points()
+        search_cfg = {**search_cfg, "space": DATAGEN_SPACE, "enqueue": [DATAGEN_PRIOR]}
+    oracle = Oracle(profile)
+    land = Landscape(kind, oracle)
+    truths = [land.true_value(p) for p in points]
+    optimum = max(t for t in truths if t is not None)
+    oracle.save()
+    space = SearchSpace.from_config(OmegaConf.create(search_cfg["space"]))
+    strategies: dict[str, list] = {name: [] for name in STRATEGIES}
+    for seed in range(args.seeds):
+        for name in STRATEGIES:
+            if name == "grid" and seed > 0:  # deterministic: one run is every run
+                strategies[name].append(strategies[name][0])
+                continue
+            sim = Simulation(land, optimum, random.Random(seed))
+            if name == "grid":
+                run_grid(sim, points)
+            elif name == "random":
+                run_random(sim, space, seed, max(args.budget, len(points)))
+            else:
+                run_specsweep(sim, search_cfg, seed, args.budget, prior=name == "specsweep")
+            strategies[name].append(sim.reached)
+    oracle.save()
+    rows = []
+    for name, reached in strategies.items():
+        rows.append(
+            {
+                "name": name,
+                "median_gpu_hours_to_2pct": median_or_none([r and r[1] for r in reached]),
+                "median_launches_to_2pct": median_or_none([r and r[0] for r in reached]),
+                "reached": sum(r is not None for r in reached),
+                "runs": len(reached),
+            }
+        )
+    by = {r["name"]: r for r in rows}
+    ours = by["specsweep"]["median_gpu_hours_to_2pct"]
+    vs_random = ratio(ours, by["random"]["median_gpu_hours_to_2pct"])
+    vs_grid = ratio(ours, by["grid"]["median_gpu_hours_to_2pct"])
+    return {
+        "profile": profile,
+        "objective": kind,
+        "objective_label": objective_for(kind).labels[0],
+        "optimum": round(optimum, 2),
+        "strategies": rows,
+        "specsweep_vs_random_gpu_hours": vs_random,
+        "specsweep_vs_grid_gpu_hours": vs_grid,
+        "meets_targets": vs_random is not None
+        and vs_grid is not None
+        and vs_random <= TARGET_VS_RANDOM
+        and vs_grid <= TARGET_VS_GRID,
+    }
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 4) if a is not None and b else None
+
+
+def print_table(report: dict) -> None:
+    table = Table(
+        title=f"SIMULATED search efficiency: GPU-hours to 2% of the optimum "
+        f"(median of {report['seeds']} seeds)"
+    )
+    columns = (
+        "profile",
+        "objective",
+        "optimum",
+        "strategy",
+        "GPU-h",
+        "launches",
+        "vs random",
+        "vs grid",
+        "reached",
+    )
+    for column in columns:
+        left = column in ("profile", "objective", "strategy")
+        table.add_column(column, justify="left" if left else "right")
+    for prof in report["results"]:
+        by = {s["name"]: s for s in prof["strategies"]}
+        for s in prof["strategies"]:
+            gh, n = s["median_gpu_hours_to_2pct"], s["median_launches_to_2pct"]
+            r = ratio(gh, by["random"]["median_gpu_hours_to_2pct"])
+            g = ratio(gh, by["grid"]["median_gpu_hours_to_2pct"])
+            table.add_row(
+                prof["profile"],
+                prof["objective"],
+                f"{prof['optimum']:.1f}",
+                s["name"],
+                "-" if gh is None else f"{gh:.2f}",
+                "-" if n is None else f"{n:.1f}",
+                "-" if r is None else f"{r:.2f}",
+                "-" if g is None else f"{g:.3f}",
+                f"{s['reached']}/{s['runs']}",
+            )
+    Console(width=max(Console().width, 130)).print(table)
+    for prof in report["results"]:
+        verdict = "meets" if prof["meets_targets"] else "MISSES"
+        print(
+            f"{prof['profile']} {prof['objective']}: specsweep {verdict} the targets "
+            f"(GPU-h vs random {prof['specsweep_vs_random_gpu_hours']} <= {TARGET_VS_RANDOM}, "
+            f"vs grid {prof['specsweep_vs_grid_gpu_hours']} <= {TARGET_VS_GRID})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=150, help="max server starts per search")
+    parser.add_argument("--objectives", default="single,multi,datagen")
+    parser.add_argument("--profiles", default=",".join(PROFILES))
+    parser.add_argument("--memory", default="auto", help="specsweep's search.memory")
+    parser.add_argument("--quick", action="store_true", help="5 seeds: a quick look")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/out/search_efficiency.json")
     args = parser.parse_args()
+    if args.quick:
+        args.seeds = min(args.seeds, 5)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    space = SearchSpace.from_config(OmegaConf.load(ROOT / "conf/search/eagle3_five.yaml").space)
+    search_cfg = OmegaConf.to_container(OmegaConf.load(SPACE_FILE), resolve=True)
+    assert isinstance(search_cfg, dict)
+    search_cfg["memory"] = args.memory
+    space = SearchSpace.from_config(OmegaConf.create(search_cfg["space"]))
     points = grid_points(space)
-    report = {"profiles": [], "seeds": args.seeds, "budget": args.budget, "grid_size": len(points)}
+    kinds = [k for k in args.objectives.split(",") if k]
+    report = {
+        "seeds": args.seeds,
+        "budget": args.budget,
+        "grid_size": len(points),
+        "levels": list(LEVELS),
+        "results": [],
+    }
     started = time.monotonic()
-    for profile in PROFILES:
-        values = [truth(profile, tuple(sorted(p.items()))) for p in points]
-        optimum = max(v[2] for v in values if v[2] is not None)
-        strategies = {"specsweep": [], "specsweep-no-prior": [], "random": [], "grid": []}
-        for seed in range(args.seeds):
-            for name in strategies:
-                sim = Simulation(profile, optimum, random.Random(seed))
-                if name == "grid":
-                    run_grid(sim, points)
-                elif name == "random":
-                    run_random(sim, space, seed, max(args.budget, len(points)))
-                else:
-                    run_specsweep(sim, space, seed, args.budget, prior=name == "specsweep")
-                strategies[name].append(sim.reached)
-        report["profiles"].append(
-            {
-                "profile": profile,
-                "optimum_tok_s": round(optimum, 2),
-                "strategies": [
-                    {
-                        "name": name,
-                        "median_trials_to_2pct": median_or_none([r and r[0] for r in reached]),
-                        "median_gpu_hours_to_2pct": median_or_none([r and r[1] for r in reached]),
-                        "reached": sum(r is not None for r in reached),
-                        "runs": len(reached),
-                    }
-                    for name, reached in strategies.items()
-                ],
-            }
-        )
-    table = Table(title=f"Search efficiency on the simulator's model ({args.seeds} seeds each)")
-    for column in (
-        "profile",
-        "optimum tok/s",
-        "strategy",
-        "median starts",
-        "median GPU-h",
-        "vs grid (starts / GPU-h)",
-        "reached",
-    ):
-        table.add_column(column, justify="left" if column in ("profile", "strategy") else "right")
-    for prof in report["profiles"]:
-        grid = next(s for s in prof["strategies"] if s["name"] == "grid")
-        for s in prof["strategies"]:
-
-            def ratio(key, s=s, grid=grid):
-                a, b = s[key], grid[key]
-                return f"{a / b:.2f}" if a is not None and b else "-"
-
-            table.add_row(
-                prof["profile"],
-                f"{prof['optimum_tok_s']:.1f}",
-                s["name"],
-                "-" if s["median_trials_to_2pct"] is None else f"{s['median_trials_to_2pct']:.0f}",
-                "-"
-                if s["median_gpu_hours_to_2pct"] is None
-                else f"{s['median_gpu_hours_to_2pct']:.1f}",
-                f"{ratio('median_trials_to_2pct')} / {ratio('median_gpu_hours_to_2pct')}",
-                f"{s['reached']}/{s['runs']}",
-            )
-    Console(width=max(Console().width, 120)).print(table)
+    for kind in kinds:
+        for profile in args.profiles.split(","):
+            report["results"].append(evaluate_profile(profile, kind, args, points, search_cfg))
+    print_table(report)
     report["wall_s"] = round(time.monotonic() - started, 1)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")

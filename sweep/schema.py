@@ -196,6 +196,13 @@ class SearchConfig:
     baseline_equal_caps: bool = True  # the baseline gets speculation's max_running_requests (48)
     remeasure_baseline: bool = True  # measure the baseline again at the end and report drift
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    # auto | pin | ceiling | sample: how the memory knobs are chosen (sweep/study/memory.py);
+    # auto: held at a known-feasible value for single-stream objectives, proposed near the OOM
+    # boundary when a level above 1 is optimised.
+    memory: str = "auto"
+    # A budget for the whole study in GPU-hours (server time x model.tp; duplicates and
+    # predicted OOMs cost nothing): the sweep runs until it is spent. None: n_trials decides.
+    budget_gpu_hours: Optional[float] = None
     space: Dict[str, ParamConfig] = field(default_factory=dict)
     enqueue: List[Dict[str, Any]] = field(default_factory=list)
 

@@ -26,7 +26,9 @@ from sweep.console import console
 from sweep.jobs import Jobs
 from sweep.launch_check import check_launch_flags
 from sweep.slots import slot_count, worker_gpus
+from sweep.study import memory
 from sweep.study.baseline import baseline_overrides
+from sweep.study.budget import Budget
 from sweep.study.objective import Objective
 from sweep.study.plan import SweepPlan
 from sweep.study.run import StudyRun
@@ -53,6 +55,11 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
         raise ConfigError(str(exc)) from None
     if search.objective == "speedup" and not search.baseline:
         raise ConfigError("search.objective=speedup needs the baseline: set search.baseline=true.")
+    try:  # search.memory and search.budget_gpu_hours (sweep/study/memory.py, budget.py)
+        memory.resolve_mode(str(search.get("memory", "auto")), objective)
+        Budget(search.get("budget_gpu_hours"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     space = SearchSpace.from_config(search.space)
     return objective, space
 

@@ -3,7 +3,8 @@
 A trial's candidate (`sweep.study.candidates`) is compared with what the study already knows:
 - the same candidate was measured (ok, oom, pruned) -> `duplicate`, not launched, same result;
 - it needs at least the memory of a candidate that ran out of it -> `predicted_oom`, not
-  launched (`predicts_oom`);
+  launched (`sweep.study.feasibility`); when only another memory group's OOM says so, it is
+  launched once per group to check (`recheck`);
 - the same candidate crashed (or timed out) the same way twice -> `known_crash`, not launched
   (`sweep.study.crashes`: one failure may be flaky and gets its second chance).
 OOM and predicted-OOM trials are told to Optuna as constraint violations (`oom` > 0), so the
@@ -28,7 +29,9 @@ from optuna.trial import FrozenTrial, TrialState
 from harness.procs import pid_alive
 from harness.results import Outcome, TrialResult
 from sweep.study import crashes, storage
-from sweep.study.candidates import Candidate, predicts_oom
+from sweep.study.budget import gpu_hours
+from sweep.study.candidates import Candidate
+from sweep.study.feasibility import RECHECK_ATTR, Feasibility
 from sweep.study.objective import Objective
 
 KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
@@ -36,18 +39,19 @@ KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
 
 @dataclass(frozen=True)
 class Verdict:
-    action: str  # "launch", "duplicate", "predicted_oom" or "known_crash"
-    source: FrozenTrial | None = None
+    action: str  # "launch", "recheck", "duplicate", "predicted_oom" or "known_crash"
+    source: FrozenTrial | None = None  # recheck: the other group's OOM it checks
 
     @property
     def launch(self) -> bool:
-        return self.action == "launch"
+        return self.action in ("launch", "recheck")
 
 
 class SearchDriver:
-    def __init__(self, study: optuna.Study, objective: Objective):
+    def __init__(self, study: optuna.Study, objective: Objective, gpus_per_trial: int = 1):
         self.study = study
         self.objective = objective
+        self.gpus_per_trial = gpus_per_trial  # a trial's GPU-hours: its server's time x these
 
     # -- what the study knows ----------------------------------------------------------------
     def _trials(self) -> list[FrozenTrial]:
@@ -66,14 +70,19 @@ class SearchDriver:
         crashed = crashes.repeated_crash(self._trials(), candidate.key)
         if crashed is not None:
             return Verdict("known_crash", crashed)
-        for trial in self._trials():
-            attrs = trial.user_attrs
-            if attrs.get("outcome") != Outcome.OOM or "candidate" not in attrs:
-                continue
-            oom = Candidate.from_dict(trial.user_attrs["candidate"])
-            if predicts_oom(candidate, oom, trial.user_attrs.get("oom_kind")):
-                return Verdict("predicted_oom", trial)
+        feasibility = Feasibility(self._trials())
+        predicted = feasibility.predicted_oom(candidate)
+        if predicted is not None:
+            if predicted.direct or feasibility.rechecked(candidate):
+                return Verdict("predicted_oom", predicted.source)
+            # Only another group's OOM says so: launch it once to check (feasibility.py).
+            return Verdict("recheck", predicted.source)
         return Verdict("launch")
+
+    def begin(self, trial: optuna.Trial, verdict: Verdict) -> None:
+        """Before launching: a recheck says which OOM it checks (feasibility.RECHECK_ATTR)."""
+        if verdict.action == "recheck" and verdict.source is not None:
+            trial.set_user_attr(RECHECK_ATTR, verdict.source.number)
 
     def prune_below(self) -> float | None:
         """The best trial's lower 95% bound on the watched metric (single objective only)."""
@@ -100,7 +109,10 @@ class SearchDriver:
         baseline_tok_s: float | None,
         source: FrozenTrial | None = None,
     ) -> TrialState:
-        attrs: dict[str, Any] = {"outcome": str(result.outcome)}
+        attrs: dict[str, Any] = {
+            "outcome": str(result.outcome),
+            "gpu_hours": gpu_hours(result, self.gpus_per_trial),
+        }
         if candidate is not None:
             attrs["candidate"] = asdict(candidate)
             attrs["candidate_key"] = candidate.key

@@ -13,11 +13,12 @@ import warnings
 
 import optuna
 from mlflow.exceptions import MlflowException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
 from harness.layout import ResultsLayout
 from sweep.console import console
+from sweep.study import memory
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
 from sweep.study.objective import Objective
@@ -52,7 +53,15 @@ def open_tracker(cfg: DictConfig) -> Tracker:
         raise SystemExit(2) from None
 
 
-def make_sampler(cfg: DictConfig) -> optuna.samplers.BaseSampler:
+def make_sampler(cfg: DictConfig, objective: Objective | None = None):
+    """The configured sampler, with the memory knobs chosen as search.memory says."""
+    base = _base_sampler(cfg)
+    if objective is None:
+        return base
+    return memory.wrap(base, str(OmegaConf.select(cfg, "search.memory", default="auto")), objective)
+
+
+def _base_sampler(cfg: DictConfig) -> optuna.samplers.BaseSampler:
     sampler = cfg.search.sampler
     if sampler.name == "random":
         return optuna.samplers.RandomSampler(seed=cfg.search.seed)
@@ -74,7 +83,7 @@ def open_study(cfg: DictConfig, objective: Objective) -> tuple[optuna.Study, str
         study = optuna.create_study(
             study_name=cfg.search.study_name,
             storage=storage,
-            sampler=make_sampler(cfg),
+            sampler=make_sampler(cfg, objective),
             directions=objective.directions,
             load_if_exists=True,
         )

@@ -77,7 +77,7 @@ class StudyRun:
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # no migration chatter
         tracker = opening.open_tracker(cfg)
         study, storage_url = opening.open_study(cfg, self.plan.objective)
-        driver = SearchDriver(study, self.plan.objective)
+        driver = SearchDriver(study, self.plan.objective, int(cfg.model.tp))
         claims = opening.open_claims(cfg, storage_url)
         opening.close_orphans(study, driver, tracker)
         for params in cfg.search.enqueue:
@@ -152,7 +152,7 @@ class StudyRun:
         spec = build_benchmark_spec(cfg)
         prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
         console.print(
-            f"{cfg.search.n_trials} trials + baseline; {runs_line(spec)}"
+            f"{self._trials_line()} + baseline; {runs_line(spec)}"
             + (f"; the study already has {done} trials" if done else ""),
             soft_wrap=True,
         )
@@ -167,6 +167,12 @@ class StudyRun:
         notice = software_notice(self._changed_software(study))
         if notice:
             console.print(f"[yellow]{notice}[/yellow]", soft_wrap=True, markup=True)
+
+    def _trials_line(self) -> str:
+        budget = self.cfg.search.get("budget_gpu_hours")
+        if budget is None:
+            return f"{self.cfg.search.n_trials} trials"
+        return f"trials until the study has spent {budget:g} GPU-hours"
 
     def _changed_software(self, study: optuna.Study) -> dict[str, list[int]]:
         """What changed since each measured trial of the study, and for which trials."""

@@ -150,10 +150,12 @@ class SearchSpace:
                 values[DRAFT] = max(2, min(sampled, capacity))
                 if values[DRAFT] != sampled:
                     trial.set_user_attr(f"derived.{DRAFT}", values[DRAFT])
-        for name, param in self.params.items():
+        # The memory fraction last: which fraction fits depends on everything else
+        # (sweep.study.memory proposes it from the draft tokens and HiCache size chosen).
+        for name in sorted(self.params, key=lambda n: n == "mem_fraction_static"):
             if name not in values:
-                values[name] = param.suggest(trial)
-        return values
+                values[name] = self.params[name].suggest(trial)
+        return {name: values[name] for name in self.params}
 
     def overrides(self, values: dict[str, Any]) -> list[str]:
         """Hydra override strings for `values` (a group target like `drafter` selects a file)."""

@@ -3,8 +3,9 @@
 One trial: ask -> suggest the values -> compose the job and derive its candidate -> verdict (a
 duplicate or predicted OOM is recorded, not launched; a candidate another worker is evaluating is
 waited for) -> launch with an early-stop bound -> log to MLflow -> tell Optuna -> release the
-claim. One loop takes trials until `search.n_trials` are done; with GPU slots one loop runs per
-slot, side by side, each asking for its own trials.
+claim. One loop takes trials until `search.n_trials` are done, or, with
+`search.budget_gpu_hours`, until the study has spent it (`sweep.study.budget`); with GPU slots
+one loop runs per slot, side by side, each asking for its own trials.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sweep.config import build_trial_spec
 from sweep.console import console
 from sweep.study import records, storage
 from sweep.study.baseline import Baseline
+from sweep.study.budget import Budget, spent
 from sweep.study.candidates import Candidate, candidate_for
 from sweep.study.driver import SearchDriver, Verdict
 from sweep.study.session import CLAIM_POLL_S, StudySession
@@ -39,9 +41,16 @@ class TrialLoop:
         self._lock = threading.Lock()  # the index, the walls and the error count across slots
         self._ask_lock = threading.Lock()
         self._next_index, self._walls, self._errors = 0, [], 0
+        self.budget = Budget(session.cfg.search.get("budget_gpu_hours"))
 
     def run(self) -> None:
         started = time.monotonic()
+        if self.budget.active:
+            trials = self.session.study.get_trials(deepcopy=False)
+            console.print(
+                f"GPU-hour budget: {spent(trials):.2f} of {self.budget.total:g} spent by "
+                f"this study so far; {self.budget.remaining(trials):.2f} left"
+            )
         try:
             if self.session.pool is None:
                 self._loop()
@@ -55,16 +64,25 @@ class TrialLoop:
         """Take the next trial until n_trials are done; one loop per GPU slot."""
         session = self.session
         n, slots = session.cfg.search.n_trials, session.plan.slots
+        budget = self.budget
         while not session.stopping.is_set():
             with self._lock:
+                if budget.active and budget.exhausted(session.study.get_trials(deepcopy=False)):
+                    return
                 self._next_index += 1
                 index, walls = self._next_index, list(self._walls)
-            if index > n:
+            if not budget.active and index > n:
                 return
             eta = (sum(walls) / len(walls)) * (n - index + 1) / slots if walls else None
+            if budget.active:
+                left = budget.remaining(session.study.get_trials(deepcopy=False)) or 0.0
+                label, eta = f"{index} ({left:.2f} GPU-h left)", None
+            else:
+                label = f"{index}/{n}"
             started = time.monotonic()
-            result = self._trial(index, n, eta)
+            result = self._trial(label, eta)
             with self._lock:
+                budget.note(result)
                 if result.outcome not in records.NOT_LAUNCHED:
                     self._walls = [*walls, time.monotonic() - started]
                 self._errors = self._errors + 1 if result.outcome is Outcome.ERROR else 0
@@ -99,7 +117,7 @@ class TrialLoop:
         wait(pending)
 
     # -- one trial -----------------------------------------------------------------------------
-    def _trial(self, index: int, n: int, eta: float | None) -> TrialResult:
+    def _trial(self, label: str, eta: float | None) -> TrialResult:
         study = self.session.study
         # One ask at a time in this worker: sqlite has no SELECT ... FOR UPDATE, so two threads
         # could both pop the same queued trial (PostgreSQL locks the row across workers).
@@ -107,9 +125,9 @@ class TrialLoop:
             storage.fail_stale(study)  # a dead worker's trials: failed and queued again for us
             trial = study.ask()
         with storage.heartbeat(study, trial):
-            return self._run_trial(trial, index, n, eta)
+            return self._run_trial(trial, label, eta)
 
-    def _run_trial(self, trial: optuna.Trial, index: int, n: int, eta: float | None):
+    def _run_trial(self, trial: optuna.Trial, label: str, eta: float | None):
         session, space = self.session, self.session.plan.space
         trial.set_user_attr("worker", SearchDriver.worker())
         trial.set_user_attr("software", dict(session.plan.software))
@@ -118,7 +136,7 @@ class TrialLoop:
         folder = session.study_dir / name
         retried = storage.retried_from(session.study, trial)
         note = f"  [dim](retry of trial_{retried:04d})[/dim]" if retried is not None else ""
-        session.header(f"{index}/{n}", name, space.describe(values) + note, eta)
+        session.header(label, name, space.describe(values) + note, eta)
         overrides = [
             *session.plan.arguments,
             *space.overrides(values),
@@ -137,6 +155,12 @@ class TrialLoop:
             source = verdict.source
             if verdict.launch:
                 claimed = candidate.key
+                session.driver.begin(trial, verdict)
+                if verdict.action == "recheck" and source is not None:
+                    console.print(
+                        f"    re-checking a predicted OOM: only trial_{source.number:04d} "
+                        "(another memory group) says this one runs out"
+                    )
                 result = session.launch(overrides + self._early_stop_overrides(), name)
                 if session.stopping.is_set() and result.outcome is not Outcome.OK:
                     result.outcome, result.error = Outcome.INTERRUPTED, "the sweep was stopped"

@@ -204,3 +204,30 @@ def test_a_study_keeps_its_objective(tmp_path):
     proc = sweep(tmp_path, free_port(), "search.objective=speedup", "search.n_trials=1")
     assert proc.returncode == 2
     assert "optimises tok_s" in proc.stdout and "new search.study_name" in proc.stdout
+
+
+def test_a_gpu_hour_budget_is_the_studys_and_a_resumed_sweep_finishes_it(tmp_path):
+    port = free_port()
+    budget = ("search.budget_gpu_hours=3", "search.remeasure_baseline=false")
+    first = sweep(tmp_path, port, *budget)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "GPU-hour budget: 0.00 of 3 spent" in first.stdout
+    study = optuna.load_study(
+        study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
+    )
+    costs = [t.user_attrs["gpu_hours"] for t in study.trials]
+    # trials ran until the budget was spent, and not one launch beyond it
+    assert sum(costs) >= 3 and sum(costs[:-1]) < 3
+    assert all(
+        c == 0
+        for t, c in zip(study.trials, costs, strict=True)
+        if t.user_attrs["outcome"] in ("duplicate", "predicted_oom")
+    )
+    again = sweep(tmp_path, port, *budget)  # the same study, the same budget: nothing left
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "0.00 left" in again.stdout
+    assert len(
+        optuna.load_study(
+            study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
+        ).trials
+    ) == len(study.trials)
