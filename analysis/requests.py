@@ -36,6 +36,7 @@ COLUMNS = [
     "run",
     "concurrency",
     "prompt_id",
+    "round",
     "category",
     "prompt_tokens",
     "completion_tokens",
