@@ -110,3 +110,23 @@ def test_rounds_are_checked():
         BenchmarkSpec(model="m", rounds=0)
     with pytest.raises(ConfigError, match="api=chat"):
         BenchmarkSpec(model="m", rounds=2, api="generate")
+
+
+def test_ttft_by_round_groups_the_measured_completions():
+    import pandas as pd
+
+    from analysis.requests import ttft_by_round
+
+    rows = [
+        {"trial": "t", "run": 1, "round": k, "phase": phase, "error": error, "ttft_s": ttft}
+        for k, phase, error, ttft in [
+            (1, "measure", None, 0.5),
+            (1, "measure", None, 1.5),
+            (2, "measure", None, 3.0),
+            (2, "measure", "cut", 9.0),  # not a completion
+            (2, "warmup", None, 9.0),  # not measured
+        ]
+    ]
+    table = ttft_by_round(pd.DataFrame(rows))
+    assert list(table["round"]) == [1, 2] and list(table["requests"]) == [2, 1]
+    assert list(table["ttft_s_mean"]) == [1.0, 3.0]
