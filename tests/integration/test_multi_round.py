@@ -1,8 +1,10 @@
 """Multi-round users on the simulator (issue 17, harness/rounds.py): each user's next round sends
-its history, the answer it streamed and a follow-up, so the second round's requests hit the radix
-cache; with more users than the tight pool holds, their idle histories are evicted from the GPU,
-and HiCache's host tier (--enable-hierarchical-cache --hicache-size 48) keeps them: a higher
-cache hit rate and a lower TTFT than the same pool without it."""
+its history, the answer it streamed and a follow-up, so later rounds can hit the radix cache;
+with more users than the tight pool holds (64 users, 16 in flight), their idle histories are
+evicted from the GPU, and HiCache's host tier (--enable-hierarchical-cache --hicache-size 48)
+keeps them: a higher cache hit rate and a lower TTFT for the returning users than the same pool
+without it. (At 4 in flight the recompute is so short, ~30 ms simulated, under 1 ms of wall
+time at the default clock, that TTFT there is the machine's jitter: hence 16.)"""
 
 from __future__ import annotations
 
@@ -14,14 +16,14 @@ from harness.trial import run_trial
 from sweep.app import CONF_DIR
 from sweep.config import build_trial_spec
 
-C, USERS, ROUNDS = 4, 32, 3
+C, USERS, ROUNDS = 16, 64, 3
 
 
 def chat_trial(tmp_path, port: int, hicache: int, rounds: int = ROUNDS):
     overrides = [
         "experiment=multi_turn_chat",
         f"server.port={port}",
-        "server.mem_fraction_static=0.78",  # a pool far below the 32 users' histories
+        "server.mem_fraction_static=0.80",  # ~52k tokens: below the 64 users' histories
         f"server.hicache_size={hicache}",
         f"benchmark.concurrency=[{C}]",
         f"search.throughput_concurrency={C}",
@@ -41,10 +43,9 @@ def chat_trial(tmp_path, port: int, hicache: int, rounds: int = ROUNDS):
 
 
 def test_later_rounds_hit_the_cache_and_hicache_keeps_the_evicted_histories(tmp_path, port):
-    single, _ = chat_trial(tmp_path, port, 0, rounds=1)
     plain, records = chat_trial(tmp_path, port, 0)
-    tiered, _ = chat_trial(tmp_path, port, 48)
-    for result in (single, plain, tiered):
+    tiered, tiered_records = chat_trial(tmp_path, port, 48)
+    for result in (plain, tiered):
         assert result.outcome == "ok", result.error
     measured = [r for r in records if r["phase"] == "measure" and r["error"] is None]
     by_round = {k: [r for r in measured if r["round"] == k] for k in (1, 2, 3)}
@@ -53,10 +54,19 @@ def test_later_rounds_hit_the_cache_and_hicache_keeps_the_evicted_histories(tmp_
     mean = {k: sum(r["prompt_tokens"] for r in v) / len(v) for k, v in by_round.items()}
     assert mean[1] < mean[2] < mean[3]
     assert mean[2] > mean[1] + 256  # the streamed answer (512 tokens) is in the history
-    hits = {name: r.metrics["cache_hit_rate"] for name, r in
-            (("single", single), ("plain", plain), ("tiered", tiered))}  # fmt: skip
-    pool = plain.metrics["kv_pool_tokens"]
-    assert hits["tiered"] > hits["plain"] + 0.05, (hits, pool)  # the host tier held them
+    hits = (tiered.metrics["cache_hit_rate"], plain.metrics["cache_hit_rate"])
+    assert hits[0] > hits[1] + 0.04, hits  # the host tier served the evicted histories
     assert tiered.metrics["host_cache_tokens"] > 0 == plain.metrics["host_cache_tokens"]
-    ttft = (tiered.metrics[f"ttft_ms_c{C}"], plain.metrics[f"ttft_ms_c{C}"])  # the means
-    assert ttft[0] < ttft[1], (ttft, hits)  # the histories loaded, not recomputed
+    # a returning user's first token: its history loaded back, not recomputed behind others
+    later = (_later_ttft(tiered_records), _later_ttft(records))
+    assert later[0] < later[1], (later, hits)
+
+
+def _later_ttft(records) -> float:
+    """Mean TTFT of the measured rounds after the first that completed."""
+    ttfts = [
+        r["first_token_s"] - r["start_s"]
+        for r in records
+        if r["phase"] == "measure" and r["error"] is None and r["round"] > 1
+    ]
+    return sum(ttfts) / len(ttfts)
