@@ -36,6 +36,7 @@ COLUMNS = [
     "run",
     "concurrency",
     "prompt_id",
+    "round",
     "category",
     "prompt_tokens",
     "completion_tokens",
@@ -122,6 +123,16 @@ def prompt_changes(frame: pd.DataFrame, concurrency: int = 1) -> pd.DataFrame:
     return joined[columns].reset_index(drop=True)
 
 
+def ttft_by_round(frame: pd.DataFrame) -> pd.DataFrame:
+    """TTFT of the measured requests that completed, per trial, run and round (multi-round users,
+    harness.rounds: how long a returning user waits as its history grows): count, mean, p99."""
+    ok = frame[(frame["phase"] == "measure") & frame["error"].isna() & frame["ttft_s"].notna()]
+    grouped = ok.groupby(["trial", "run", "round"])["ttft_s"]
+    table = grouped.agg(requests="count", ttft_s_mean="mean")
+    table["ttft_s_p99"] = grouped.quantile(0.99)
+    return table.reset_index()
+
+
 def _number(value: Any) -> float | None:
     if value is None or isinstance(value, bool):
         return None
@@ -153,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_parquet(out, index=False)
     print(f"{len(frame)} requests of {frame['trial'].nunique()} trials: {out.resolve()}")
+    if frame["round"].fillna(1).max() > 1:  # multi-round users: how the wait grows by round
+        print(ttft_by_round(frame).to_string(index=False))
 
 
 if __name__ == "__main__":

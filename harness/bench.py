@@ -37,6 +37,7 @@ from harness.metrics import Timeline, aggregate_metrics, restamp, steady_window,
 from harness.prompt_plan import PromptPlan
 from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
+from harness.rounds import Users
 from harness.sglang import FLUSH_TIMEOUT_PARAM
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.stats import summarize
@@ -322,11 +323,15 @@ class Benchmark:
         """C requests in flight until the steady-state window is complete (`harness.steady`):
         C completions of ramp-up, then the window's; the requests still running are cut."""
         concurrency, target = run.concurrency, self.spec.window_at(run.concurrency)
-        source = self._prompt_source("measure", run.number, concurrency)
         total, progress = concurrency + target, [0, 0]  # requests done, their tokens
+        # benchmark.users conversations of benchmark.rounds rounds (harness.rounds)
+        spec, source = self.spec, self._prompt_source("measure", run.number, concurrency)
+        users = Users(source, spec.rounds, max(spec.users, concurrency))
 
         async def send(on_start: Callable[[Timeline], None]) -> Timeline:
-            line = await self._send(next(source), "measure", run.number, concurrency, on_start)
+            prompt = users.next()
+            line = await self._send(prompt, "measure", run.number, concurrency, on_start)
+            users.answered(prompt, line)
             progress[0] += 1
             progress[1] += line.record.completion_tokens or 0
             self.on_request(line.record, min(progress[0], total), total, progress[1])

@@ -94,12 +94,12 @@ async def stream_request(
     error, a malformed stream or a missed deadline becomes `record.error`. `on_start` gets the
     timeline as it fills, so a caller that cancels the request keeps what had arrived."""
     path, body = request_body(spec, prompt, speculative=speculative)
-    record = RequestRecord(phase, run, concurrency, prompt.id, 0.0, None, None)
+    record = RequestRecord(phase, run, concurrency, prompt.id, 0.0, None, None, round=prompt.round)
     timeline = Timeline(record)
     if on_start is not None:
         on_start(timeline)
     points = timeline.points
-    state = _StreamState(spec.api)
+    state = _StreamState(spec.api, keep_text=spec.rounds > 1)
     now = ServerClock.now
 
     stamps = timeline.stamps
@@ -139,6 +139,7 @@ async def stream_request(
         timeline.points = state.rescale(points)
         timeline.exact = state.exact
         record.first_token_s = timeline.points[0][0] if timeline.points else None
+    timeline.answer = state.answer()
     return timeline
 
 
@@ -158,8 +159,12 @@ async def _read_with_httpx(
 class _StreamState:
     """What one stream said so far, for chat chunks and /generate chunks alike."""
 
-    def __init__(self, api: str):
+    def __init__(self, api: str, keep_text: bool = False):
         self.api = api
+        # the answer's text pieces (content; reasoning apart), kept for a multi-round user's
+        # next turn (harness.rounds) only: a single-round run pays nothing per chunk for them
+        self.content: list[str] | None = [] if keep_text else None
+        self.reasoning: list[str] = []
         self.tokens = 0  # cumulative, exact when the server reports it, else chunks so far
         self.exact = False
         self.chunks = 0
@@ -203,6 +208,9 @@ class _StreamState:
                 self.answered = True
             if delta.get("content") or delta.get("reasoning_content"):
                 new = True
+                if self.content is not None:
+                    self.content.append(delta.get("content") or "")
+                    self.reasoning.append(delta.get("reasoning_content") or "")
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
             if self.finish_reason == "abort" and self.abort is None:  # a graceful abort
                 self.abort = "finish_reason abort"
@@ -234,6 +242,13 @@ class _StreamState:
         if verify:
             record.verify_ct = int(verify)
             record.accepted_tokens = self.meta.get("spec_num_correct_drafts")
+
+    def answer(self) -> str:
+        """The answer's text as the next turn's history holds it: the content (a chat template
+        drops earlier turns' reasoning), the reasoning when the answer never left it."""
+        if self.content is None:
+            return ""
+        return "".join(self.content) or "".join(self.reasoning)
 
     def rescale(self, points: list[tuple[float, int]]) -> list[tuple[float, int]]:
         """Without per-chunk counts, spread the reported total evenly over the chunks."""

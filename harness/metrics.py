@@ -32,6 +32,7 @@ class Timeline:
     # wall time (timer lateness, its event loop, falling behind), none of it the client's.
     walls: list[float] = field(default_factory=list)
     exact: bool = True  # token counts per chunk from the server, not spread over the chunks
+    answer: str = ""  # the streamed answer text, kept only with benchmark.rounds > 1
 
 
 def restamp(line: Timeline, scale: float) -> None:

@@ -47,6 +47,7 @@ class RequestRecord:
     verify_ct: int | None = None  # verify steps, when the server reports them
     accepted_tokens: int | None = None  # accepted draft tokens, when the server reports them
     chunks: int | None = None  # stream chunks (one per verify step with speculation)
+    round: int = 1  # the user's round with benchmark.rounds > 1 (harness.rounds), else 1
 
     @property
     def ok(self) -> bool:

@@ -225,6 +225,8 @@ class BenchmarkSpec:
     # Completions inside a steady-state window at concurrency C > 1 (docs/benchmark.md,
     # "Steady-state throughput"); None: max(C, 16).
     window_completions: int | None = None
+    rounds: int = 1  # > 1: each steady-state slot is a user of this many rounds (harness.rounds)
+    users: int = 0  # conversations open at once with rounds > 1; 0: one per slot (C)
     # Sampling of every measured request (the lossless check is always greedy): from the model's
     # config group or its generation_config.json (sweep.config); temperature 0 is greedy.
     temperature: float = 0.0
@@ -274,6 +276,9 @@ class BenchmarkSpec:
                 self.window_completions is None or 1 <= self.window_completions <= 100000,
                 f"benchmark.window_completions={self.window_completions}: 1..100000 (or null)",
             ),
+            (1 <= self.rounds <= 1000, f"benchmark.rounds={self.rounds}: 1..1000"),
+            (0 <= self.users <= 100000, f"benchmark.users={self.users}: 0..100000 (0: C)"),
+            (self.rounds == 1 or self.api == "chat", "benchmark.rounds > 1: needs api=chat"),
             (
                 0.0 <= self.temperature <= 2.0,
                 f"model.sampling.temperature={self.temperature} ({self.sampling_source or 'set'}): "

@@ -260,6 +260,8 @@ def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
         requests_per_run=b.requests_per_run,
         requests_per_level=tuple(b.requests_per_level),
         window_completions=b.get("window_completions"),
+        rounds=b.rounds,
+        users=b.users,
         temperature=sampling["temperature"],
         top_p=sampling["top_p"],
         top_k=sampling["top_k"],

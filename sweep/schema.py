@@ -122,6 +122,8 @@ class BenchmarkConfig:
     requests_per_run: int = 3
     requests_per_level: List[int] = field(default_factory=list)  # one per level, or empty
     window_completions: Optional[int] = None  # C > 1: completions in the window; null: max(C, 16)
+    rounds: int = 1  # C > 1: each slot a user of this many chat rounds (harness.rounds)
+    users: int = 0  # with rounds > 1: conversations open at once (>= C; 0: C)
     # Deprecated: set model.sampling.temperature, or benchmark.sampling=greedy for 0.
     temperature: Optional[float] = None
     ignore_eos: bool = False

@@ -37,11 +37,16 @@ def test_datagen_is_the_seeds_pipeline_at_150_in_flight():
     check_fits(prompts, spec.benchmark)  # each run its own prompts at 150 in flight
 
 
-def test_multi_turn_chat_is_moderate_load_on_conversations():
+def test_multi_turn_chat_is_returning_users_whose_histories_outgrow_the_pool():
     c = cfg("experiment=multi_turn_chat")
     spec = build_trial_spec(c)
-    assert spec.benchmark.workload == "multi_turn" and spec.benchmark.concurrency == (8,)
-    assert (c.search.objective, c.search.throughput_concurrency) == ("throughput", 8)
-    assert {"mem_fraction_static", "hicache_size"} <= set(c.search.space)
-    prompts = load_prompts(spec.benchmark.prompts, 0, spec.benchmark.categories)
-    check_fits(prompts, spec.benchmark)
+    b = spec.benchmark
+    assert b.concurrency == (32,) and b.rounds >= 4 and b.users > b.concurrency[0]
+    assert (c.search.objective, c.search.throughput_concurrency) == ("throughput", 32)
+    assert set(c.search.space) == {"mem_fraction_static", "hicache_size"}
+    assert c.search.baseline is False and not spec.server.speculative
+    assert b.max_tokens == 512 and b.ignore_eos and not b.thinking
+    prompts = load_prompts(b.prompts, 0, b.categories)
+    check_fits(prompts, b)  # each run its own prompts
+    # a run's window reaches every user's last round: completions >= users x rounds
+    assert b.concurrency[0] + b.window_at(32) >= b.users * b.rounds
