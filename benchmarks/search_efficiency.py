@@ -8,7 +8,7 @@ single-stream tok/s; `multi`: weighted throughput over concurrency 1, 8, 32, 64)
   builds (TPE inside `sweep.study.memory`'s memory policy), `SearchDriver`'s verdicts (duplicate,
   predicted OOM, re-check) and tells (OOM constraints), early stopping, SGLang's recommended 3/1/4
   enqueued first; costs priced by `sweep.study.budget` from what each launch recorded;
-- specsweep-no-prior: the same without the enqueued 3/1/4;
+- specsweep-no-prior: the same without the enqueued 3/1/4 (and 1/1/2 under load);
 - grid: every point in the order of SGLang's bench_speculative.py (itertools.product over steps,
   topk, draft tokens; then mem_fraction_static, hicache_size), skipping
   `steps * topk + 1 < draft_tokens` as it does;
@@ -60,6 +60,7 @@ from sweep.study.candidates import candidate_for  # noqa: E402
 from sweep.study.driver import SearchDriver  # noqa: E402
 from sweep.study.objective import Objective  # noqa: E402
 from sweep.study.opening import make_sampler  # noqa: E402
+from sweep.study.priors import first_trials  # noqa: E402
 from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace  # noqa: E402
 
 SPACE_FILE = ROOT / "conf/search/eagle3_five.yaml"
@@ -114,8 +115,8 @@ def run_specsweep(sim: Simulation, search_cfg, seed: int, budget: int, prior: bo
         sampler = make_sampler(cfg, objective)
     study = optuna.create_study(sampler=sampler, directions=objective.directions)
     if prior:
-        for params in search_cfg["enqueue"]:
-            study.enqueue_trial(dict(params))
+        for params in first_trials(OmegaConf.create(search_cfg), objective):
+            study.enqueue_trial(params)
     space = SearchSpace.from_config(cfg.search.space)
     driver = SearchDriver(study, objective, gpus_per_trial=8)
     idle = Budget(None)
@@ -162,7 +163,12 @@ def median_or_none(values: list[float | None]) -> float | None:
 def evaluate_profile(profile, kind, args, points, search_cfg) -> dict:
     if kind == "datagen":
         points = datagen_points()
-        search_cfg = {**search_cfg, "space": DATAGEN_SPACE, "enqueue": [DATAGEN_PRIOR]}
+        search_cfg = {
+            **search_cfg,
+            "space": DATAGEN_SPACE,
+            "enqueue": [DATAGEN_PRIOR],
+            "enqueue_under_load": [],
+        }
     oracle = Oracle(profile)
     land = Landscape(kind, oracle)
     truths = [land.true_value(p) for p in points]

@@ -207,6 +207,8 @@ class SearchConfig:
     budget_gpu_hours: Optional[float] = None
     space: Dict[str, ParamConfig] = field(default_factory=dict)
     enqueue: List[Dict[str, Any]] = field(default_factory=list)
+    # Measured first as well when the objective reads a level above 1 (sweep/study/priors.py).
+    enqueue_under_load: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -32,6 +32,7 @@ from sweep.study import opening
 from sweep.study.baseline import Baseline
 from sweep.study.driver import SearchDriver
 from sweep.study.plan import SweepPlan
+from sweep.study.priors import first_trials
 from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
 from sweep.study.summary import SweepOutcome, finish
@@ -80,8 +81,8 @@ class StudyRun:
         driver = SearchDriver(study, self.plan.objective, int(cfg.model.tp))
         claims = opening.open_claims(cfg, storage_url)
         opening.close_orphans(study, driver, tracker)
-        for params in cfg.search.enqueue:
-            study.enqueue_trial(dict(params), skip_if_exists=True)
+        for params in first_trials(cfg.search, self.plan.objective):
+            study.enqueue_trial(params, skip_if_exists=True)
         self._banner(study)
         parent = tracker.start_sweep(
             f"sweep-{stamp()}",
