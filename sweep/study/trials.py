@@ -3,7 +3,8 @@
 One trial: ask -> suggest the values -> compose the job and derive its candidate -> verdict (a
 duplicate or predicted OOM is recorded, not launched; a candidate another worker is evaluating is
 waited for) -> launch with an early-stop bound -> log to MLflow -> tell Optuna -> release the
-claim. One loop takes trials until `search.n_trials` are done, or, with
+claim. One loop takes trials until `search.n_trials` servers were started (proposals that launch
+nothing are not counted), or, with
 `search.budget_gpu_hours`, until the study has spent it (`sweep.study.budget`); with GPU slots
 one loop runs per slot, side by side, each asking for its own trials.
 """
@@ -25,7 +26,7 @@ from sweep.config import build_trial_spec
 from sweep.console import console
 from sweep.study import records, storage
 from sweep.study.baseline import Baseline
-from sweep.study.budget import Budget, spent
+from sweep.study.budget import MAX_IDLE_PROPOSALS, Budget, spent
 from sweep.study.candidates import Candidate, candidate_for
 from sweep.study.driver import SearchDriver, Verdict
 from sweep.study.session import CLAIM_POLL_S, StudySession
@@ -41,6 +42,9 @@ class TrialLoop:
         self._lock = threading.Lock()  # the index, the walls and the error count across slots
         self._ask_lock = threading.Lock()
         self._next_index, self._walls, self._errors = 0, [], 0
+        # Server starts this sweep has made or is making: n_trials counts these, so a proposal
+        # that launches nothing (a duplicate, a predicted OOM, a known crash) is not a trial spent.
+        self._starts = 0
         self.budget = Budget(session.cfg.search.get("budget_gpu_hours"))
 
     def run(self) -> None:
@@ -61,7 +65,9 @@ class TrialLoop:
 
     # -- the loops -----------------------------------------------------------------------------
     def _loop(self) -> None:
-        """Take the next trial until n_trials are done; one loop per GPU slot."""
+        """Take the next trial until n_trials servers were started (or the GPU-hour budget is
+        spent); one loop per GPU slot. A proposal that launches nothing does not count, and
+        MAX_IDLE_PROPOSALS of them in a row end the sweep (the space holds nothing new)."""
         session = self.session
         n, slots = session.cfg.search.n_trials, session.plan.slots
         budget = self.budget
@@ -69,21 +75,24 @@ class TrialLoop:
             with self._lock:
                 if budget.active and budget.exhausted(session.study.get_trials(deepcopy=False)):
                     return
+                if not budget.active and (self._starts >= n or budget.idle >= MAX_IDLE_PROPOSALS):
+                    return
                 self._next_index += 1
-                index, walls = self._next_index, list(self._walls)
-            if not budget.active and index > n:
-                return
-            eta = (sum(walls) / len(walls)) * (n - index + 1) / slots if walls else None
+                self._starts += 1  # until it turns out to launch nothing
+                start, walls = self._starts, list(self._walls)
+            eta = (sum(walls) / len(walls)) * (n - start + 1) / slots if walls else None
             if budget.active:
                 left = budget.remaining(session.study.get_trials(deepcopy=False)) or 0.0
-                label, eta = f"{index} ({left:.2f} GPU-h left)", None
+                label, eta = f"{self._next_index} ({left:.2f} GPU-h left)", None
             else:
-                label = f"{index}/{n}"
+                label = f"{start}/{n}"
             started = time.monotonic()
             result = self._trial(label, eta)
             with self._lock:
                 budget.note(result)
-                if result.outcome not in records.NOT_LAUNCHED:
+                if result.outcome in records.NOT_LAUNCHED:
+                    self._starts -= 1
+                else:
                     self._walls = [*walls, time.monotonic() - started]
                 self._errors = self._errors + 1 if result.outcome is Outcome.ERROR else 0
             if self._errors >= MAX_CONSECUTIVE_ERRORS:
