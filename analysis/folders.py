@@ -20,13 +20,12 @@ import pandas as pd
 
 from analysis.frame import EMPTY, NUMERIC, PROVENANCE, ROLES, finish
 from harness.layout import ResultsLayout
-from harness.results import TrialResult
+from harness.results import RUN_STEP_METRICS, TrialResult
 from harness.stats import speedup_metrics
 
 log = logging.getLogger(__name__)
 TRACKING_RECORD = "tracking.json"  # written by sweep.tracking before each upload
 PROVENANCE_RECORD = "provenance.json"  # written by sweep.provenance before each launch
-RUN_METRICS = ("decode_tok_s", "output_tok_s", "accept_len")
 
 
 def trial_folders(results: Path) -> list[Path]:
@@ -113,7 +112,7 @@ def metrics(
         values["teardown_s"] = result.teardown_s
     # MLflow logs each run as a step and shows the last step's value.
     for run in sorted(result.runs, key=lambda r: r.run):
-        for name in RUN_METRICS:
+        for name in RUN_STEP_METRICS:
             value = getattr(run, name)
             if value is not None and math.isfinite(value):
                 values[f"run.{name}_c{run.concurrency}"] = value

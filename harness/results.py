@@ -110,6 +110,20 @@ class RunSummary:
     memory_source: str | None = None
 
 
+# The RunSummary fields MLflow logs per run as steps (run.<name>_c<level>; the UI shows the
+# last): sweep.tracking writes them, analysis.folders rebuilds the same keys from a folder.
+RUN_STEP_METRICS = (
+    "decode_tok_s",
+    "output_tok_s",
+    "accept_len",
+    "token_usage_mean",
+    "queue_mean",
+    "running_mean",
+    "cache_hit_rate",
+    "retractions",
+)
+
+
 @dataclass
 class Stat:
     """Mean over runs with its spread; ci95 is the half-width of the 95% t-interval."""

@@ -35,7 +35,7 @@ from harness.errors import ConfigError
 from harness.layout import sqlite_uri
 from harness.procs import pid_alive
 from harness.redact import redact_url_passwords
-from harness.results import Outcome, TrialResult
+from harness.results import RUN_STEP_METRICS, Outcome, TrialResult
 from harness.stats import speedup_metrics
 from harness.trial import EFFECTIVE_KEYS
 from harness.workload import BUILTIN, load_prompts
@@ -45,9 +45,6 @@ from sweep.config import PARAM_KEYS
 
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND = "mlflow.experimentKind"
-# Each run's memory window (harness.memory) as steps too: run.token_usage_mean_c150, ...; the
-# trial's aggregates (kv_pool_tokens, requests_fit, kv_bound, ...) are in its metrics.
-RUN_MEMORY = ("token_usage_mean", "queue_mean", "running_mean", "cache_hit_rate", "retractions")
 TRACKING_RECORD = "tracking.json"
 
 
@@ -320,7 +317,9 @@ class Tracker:
         now = int(time.time() * 1000)
         metrics = []
         for r in result.runs:
-            for name in ("decode_tok_s", "output_tok_s", "accept_len", *RUN_MEMORY):
+            # Speed, acceptance and the memory window (harness.memory): run.token_usage_mean_c150;
+            # the trial's aggregates (kv_pool_tokens, requests_fit, kv_bound) are its metrics.
+            for name in RUN_STEP_METRICS:
                 value = getattr(r, name)
                 if value is not None and math.isfinite(value):
                     metrics.append(Metric(f"run.{name}_c{r.concurrency}", float(value), now, r.run))
