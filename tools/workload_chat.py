@@ -325,17 +325,20 @@ def datagen(rng: random.Random, count: int = 50) -> list[dict[str, object]]:
         lang = rng.choice(LANGS)
         if lang:
             request += f"; language={lang}"
-        out.append(
-            {
-                "id": f"datagen-{k:02d}",
-                "category": "datagen",
-                "messages": [
-                    {"role": "system", "content": DATAGEN_SYSTEM},
-                    {"role": "user", "content": f"Request: {request}"},
-                ],
-            }
-        )
+        out.append(datagen_record(f"datagen-{k:02d}", "datagen", request))
     return out
+
+
+def datagen_record(prompt_id: str, category: str, request: str) -> dict[str, object]:
+    """One data-generation request behind the shared system prompt."""
+    return {
+        "id": prompt_id,
+        "category": category,
+        "messages": [
+            {"role": "system", "content": DATAGEN_SYSTEM},
+            {"role": "user", "content": f"Request: {request}"},
+        ],
+    }
 
 
 def datagen_pipeline(
@@ -356,16 +359,7 @@ def datagen_pipeline(
                     )
                     if f"Request: {request}" not in used:
                         requests.append(request)
-    out = []
-    for k, request in enumerate(rng.sample(requests, count)):
-        out.append(
-            {
-                "id": f"datagen_pipeline-{k:03d}",
-                "category": "datagen_pipeline",
-                "messages": [
-                    {"role": "system", "content": DATAGEN_SYSTEM},
-                    {"role": "user", "content": f"Request: {request}"},
-                ],
-            }
-        )
-    return out
+    return [
+        datagen_record(f"datagen_pipeline-{k:03d}", "datagen_pipeline", request)
+        for k, request in enumerate(rng.sample(requests, count))
+    ]
