@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from harness.errors import BenchmarkError
+from harness.tls import tls_context
 
 CUT = "peer closed connection without sending complete message body"
 MAX_ERROR_BODY = 65536  # a refusal's body is kept up to this many bytes (errors show 300)
@@ -219,6 +220,7 @@ class StreamClient(httpx.AsyncClient):
     """httpx's client for everything, plus `stream_events` for the benchmark's streams."""
 
     def __init__(self, *, base_url: str, headers: dict[str, str] | None = None, **kwargs: Any):
+        kwargs.setdefault("verify", tls_context())  # not a CA bundle loaded per client
         super().__init__(base_url=base_url, headers=headers, **kwargs)
         url = urlsplit(base_url)
         self.lean = url.scheme == "http"  # https streams keep going through httpx

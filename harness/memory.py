@@ -41,6 +41,7 @@ from harness.logs import (
 )
 from harness.metrics import prometheus_values
 from harness.results import RequestRecord, RunSummary
+from harness.tls import tls_context
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,9 @@ class MemoryProbe:
     def read_counters(self) -> dict[str, float]:
         """/metrics as {name: value}; {} when the server serves none (--enable-metrics off)."""
         try:
-            response = httpx.get(self.base_url + "/metrics", headers=self.headers, timeout=10.0)
+            response = httpx.get(
+                self.base_url + "/metrics", headers=self.headers, timeout=10.0, verify=tls_context()
+            )
         except httpx.HTTPError:
             return {}
         return prometheus_values(response.text) if response.status_code == 200 else {}

@@ -53,6 +53,7 @@ from harness.procs import (
 from harness.redact import recorded_argv, recorded_shell, redact_text, secret_values
 from harness.results import Outcome
 from harness.sglang import SERVER_INFO_PATHS
+from harness.tls import tls_context
 
 log = logging.getLogger(__name__)
 # A server still alive this long after printing a fatal line is half-killed: treat it as dead.
@@ -202,7 +203,10 @@ class Server:
         assert self.proc is not None and self._started_at is not None, "start() first"
         deadline = self._started_at + self.ready_timeout_s
         with httpx.Client(
-            base_url=self.command.base_url, timeout=30.0, headers=self.command.headers
+            base_url=self.command.base_url,
+            timeout=30.0,
+            headers=self.command.headers,
+            verify=tls_context(),
         ) as client:
             while True:
                 self.raise_if_exited(during="start-up")
@@ -268,7 +272,10 @@ class Server:
         """Effective arguments and state: /server_info (current SGLang), else /get_server_info
         (0.5.1), as `harness.sglang.SERVER_INFO_PATHS` lists them."""
         with httpx.Client(
-            base_url=self.command.base_url, timeout=30.0, headers=self.command.headers
+            base_url=self.command.base_url,
+            timeout=30.0,
+            headers=self.command.headers,
+            verify=tls_context(),
         ) as client:
             for path in SERVER_INFO_PATHS:
                 response = client.get(path)

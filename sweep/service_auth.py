@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx
 
+from harness.tls import tls_context
+
 MLFLOW_USER = "specsweep"
 MLFLOW_ADMIN = "specsweep-admin"
 
@@ -159,6 +161,7 @@ def create_worker_user(root: Path, url: str, password: str) -> None:
         json={"username": MLFLOW_USER, "password": password},
         auth=admin_credentials(root),
         timeout=30,
+        verify=tls_context(),
     )
     if response.status_code != 200:
         raise RuntimeError(f"creating the MLflow user failed: HTTP {response.status_code}")

@@ -33,6 +33,7 @@ import httpx
 
 from harness.procs import free_port, pid_alive, wait_until
 from harness.redact import redact_url_passwords
+from harness.tls import tls_context
 from sweep import service_auth
 from sweep.service_auth import Listen, ListenRefused, plan_listen
 
@@ -187,7 +188,7 @@ def launch_mlflow(
         if proc.poll() is not None:
             raise RuntimeError(f"mlflow server exited ({proc.returncode}); see {root}/mlflow.log")
         try:
-            return httpx.get(url + "/health", timeout=2).status_code == 200
+            return httpx.get(url + "/health", timeout=2, verify=tls_context()).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from harness.layout import ResultsLayout
 from harness.procs import leftover_pid, port_is_free
+from harness.tls import tls_context
 from sweep.preflight.check import Check
 from sweep.study.space import space_hash
 from sweep.study.storage import ensure_schema, redact_url
@@ -70,7 +71,7 @@ def check_mlflow_server(uri: str, shown: str) -> Check:
     MLflow's basic-auth app, so a one-row search is what tells a missing password now rather
     than when the sweep opens its tracker."""
     try:
-        if httpx.get(uri + "/health", timeout=5).status_code != 200:
+        if httpx.get(uri + "/health", timeout=5, verify=tls_context()).status_code != 200:
             raise httpx.HTTPError("not healthy")
     except httpx.HTTPError:
         return Check(
@@ -87,6 +88,7 @@ def check_mlflow_server(uri: str, shown: str) -> Check:
             params={"max_results": 1},
             auth=auth,
             timeout=10,
+            verify=tls_context(),
         ).status_code
     except httpx.HTTPError as exc:
         return Check("mlflow", "fail", f"{shown}: {exc}", "check tracking.mlflow_uri")
