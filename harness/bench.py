@@ -31,14 +31,21 @@ from harness.acceptance import accept_by_position, open_window, window_accept_le
 from harness.client import deadline_error, is_aborted, stream_request
 from harness.client_cpu import CpuMeter
 from harness.clock import ServerClock
+from harness.flush import flush_when_idle
 from harness.http_stream import StreamClient, event_loop_factory
 from harness.lossless import LosslessOutput, collect
-from harness.metrics import Timeline, aggregate_metrics, restamp, steady_window, summarize_run
+from harness.metrics import (
+    Timeline,
+    aggregate_metrics,
+    close_client_gaps,
+    restamp,
+    steady_window,
+    summarize_run,
+)
 from harness.prompt_plan import PromptPlan
 from harness.prompts import Prompt, load_prompts
 from harness.results import RequestRecord, RunSummary
 from harness.rounds import Users
-from harness.sglang import FLUSH_TIMEOUT_PARAM
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.stats import summarize
 from harness.steady import is_cut, keep_in_flight
@@ -49,12 +56,6 @@ WATCH_INTERVAL_S = 0.2  # how often the server's process and log are checked dur
 # line outliving the harness's grace): a request refused by a server that is being killed must
 # not leave a run of errors that reads as a measurement.
 SETTLE_S = 1.0
-# The flush before a run (docs/reliability.md): each attempt asks SGLang to wait up to
-# FLUSH_WAIT_S for its scheduler to be idle (`?timeout=`, 0.5.22+; an older server ignores it and
-# answers at once); a refused attempt is retried after FLUSH_BACKOFF_S, doubled each time.
-FLUSH_WAIT_S = 10.0
-FLUSH_ATTEMPTS = 5
-FLUSH_BACKOFF_S = 0.25
 T = TypeVar("T")
 
 
@@ -261,33 +262,8 @@ class Benchmark:
         return self.prompt_plan.source(phase, run, concurrency)
 
     async def _flush(self) -> tuple[bool, int]:
-        """(flushed, attempts). SGLang refuses a flush with 400 until its scheduler is fully
-        idle, which it is not yet right after the last response (the overlap scheduler's last
-        step is still in flight): each attempt waits for idle server-side where SGLang can
-        (`?timeout=`), and a refusal is retried with backoff."""
         assert self._client is not None
-        params = {FLUSH_TIMEOUT_PARAM: FLUSH_WAIT_S}
-        timeout = httpx.Timeout(FLUSH_WAIT_S + 30.0, connect=30.0)
-        backoff, why = FLUSH_BACKOFF_S, ""
-        for attempt in range(1, FLUSH_ATTEMPTS + 1):
-            try:
-                response = await self._client.post("/flush_cache", params=params, timeout=timeout)
-                if response.status_code == 200:
-                    return True, attempt
-                why = f"{response.status_code} {response.text.strip()[:120]!r}"
-            except httpx.HTTPError as exc:
-                why = f"{type(exc).__name__}: {exc}"
-            log.info("flush_cache attempt %d refused: %s", attempt, why)
-            if attempt < FLUSH_ATTEMPTS:
-                await asyncio.sleep(backoff)
-                backoff *= 2
-        log.warning(
-            "flush_cache failed after %d attempts (%s): the coming run's cache and speculative "
-            "counters span earlier runs",
-            FLUSH_ATTEMPTS,
-            why,
-        )
-        return False, FLUSH_ATTEMPTS
+        return await flush_when_idle(self._client)
 
     async def _measure(self, run: Run) -> RunSummary:
         assert self._client is not None
@@ -299,6 +275,7 @@ class Benchmark:
         else:
             count = self.spec.requests_at(run.concurrency)
             timelines = await self._requests("measure", run.number, run.concurrency, count)
+            close_client_gaps(timelines, self.clock.scale)  # one after another: the gaps are ours
             starts = [t.record.start_s for t in timelines]
             ends = [t.record.end_s for t in timelines if t.record.end_s is not None]
             span = (min(starts), max(ends) if ends else min(starts))

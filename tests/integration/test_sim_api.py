@@ -139,7 +139,7 @@ def test_harness_retries_a_flush_refused_by_the_idle_race_so_the_counters_cover_
     """Issue 15's must-show: the simulator refuses the harness's first flush (the overlap
     queue still drains), the harness retries, and the server's speculative counters after each
     run cover that run only."""
-    import harness.bench as bench_module
+    import harness.flush as flush_module
     from harness.bench import Benchmark, Run
     from harness.clock import ServerClock
     from harness.spec import BenchmarkSpec
@@ -160,13 +160,13 @@ def test_harness_retries_a_flush_refused_by_the_idle_race_so_the_counters_cover_
         bench.warm_up()
         # Run 1: SGLang's wait for idle (?timeout=) shorter than the drain: the first attempt is
         # refused ("Timed out waiting for idle state."), a retry after the backoff succeeds.
-        monkeypatch.setattr(bench_module, "FLUSH_WAIT_S", DRAIN_S / 10)
+        monkeypatch.setattr(flush_module, "FLUSH_WAIT_S", DRAIN_S / 10)
         assert bench.flush()
         first = bench.measure(Run(1, 1))
         assert first.flushed is True and first.flush_attempts >= 2
         assert server_accept() == pytest.approx(_run_accept(bench.records, 1))
         # Run 2: the default wait outlasts the drain: one attempt, SGLang waits for idle.
-        monkeypatch.setattr(bench_module, "FLUSH_WAIT_S", 10 * DRAIN_S)
+        monkeypatch.setattr(flush_module, "FLUSH_WAIT_S", 10 * DRAIN_S)
         assert bench.flush()
         second = bench.measure(Run(2, 1))
         assert second.flushed is True and second.flush_attempts == 1

@@ -9,7 +9,7 @@ import logging
 import httpx
 import pytest
 
-import harness.bench as bench_module
+import harness.flush as flush_module
 from harness.bench import Benchmark, BenchmarkResult
 from harness.clock import ServerClock
 from harness.results import Outcome, RunSummary, TrialResult
@@ -41,7 +41,7 @@ def _bench(answers: list[tuple[int, str]], seen: list[httpx.Request]) -> Benchma
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch):
-    monkeypatch.setattr(bench_module, "FLUSH_BACKOFF_S", 0.0)
+    monkeypatch.setattr(flush_module, "FLUSH_BACKOFF_S", 0.0)
 
 
 def test_a_refused_flush_is_retried_and_each_attempt_asks_sglang_to_wait_for_idle():
@@ -53,27 +53,27 @@ def test_a_refused_flush_is_retried_and_each_attempt_asks_sglang_to_wait_for_idl
     finally:
         bench.__exit__(None, None, None)
     assert [r.url.path for r in seen] == ["/flush_cache"] * 3
-    assert all(r.url.params["timeout"] == str(bench_module.FLUSH_WAIT_S) for r in seen)
+    assert all(r.url.params["timeout"] == str(flush_module.FLUSH_WAIT_S) for r in seen)
 
 
 def test_a_flush_refused_every_time_is_a_warning_and_reaches_the_run_and_the_trial(caplog):
     seen: list[httpx.Request] = []
-    refusals = [(400, "Flush cache failed.\n")] * bench_module.FLUSH_ATTEMPTS
+    refusals = [(400, "Flush cache failed.\n")] * flush_module.FLUSH_ATTEMPTS
     bench = _bench(refusals, seen)
     try:
         with caplog.at_level(logging.WARNING, logger="harness.bench"):
             assert bench.flush() is False
     finally:
         bench.__exit__(None, None, None)
-    assert len(seen) == bench_module.FLUSH_ATTEMPTS
+    assert len(seen) == flush_module.FLUSH_ATTEMPTS
     assert any("flush_cache failed after" in r.message for r in caplog.records)
 
     run = RunSummary(1, 1, 1, 0, 10, 1.0, 1.0, 1.0, 0.1, None, None)
-    run.flushed, run.flush_attempts = False, bench_module.FLUSH_ATTEMPTS
+    run.flushed, run.flush_attempts = False, flush_module.FLUSH_ATTEMPTS
     spec = TrialSpec("t", "trial", None, sim_engine(), eagle3(30000), BenchmarkSpec(model="m"))
     result = TrialResult("t", "trial", Outcome.OK, "sim", True, 1.0, {})
     _judge(result, BenchmarkResult([], [run], {"tok_s": 1.0}), spec)
     assert "flush_failed" in result.warnings
     saved = TrialResult.from_dict(result.to_dict())  # result.json keeps it per run
     assert saved.runs[0].flushed is False
-    assert saved.runs[0].flush_attempts == bench_module.FLUSH_ATTEMPTS
+    assert saved.runs[0].flush_attempts == flush_module.FLUSH_ATTEMPTS
