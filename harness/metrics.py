@@ -33,6 +33,7 @@ class Timeline:
     walls: list[float] = field(default_factory=list)
     exact: bool = True  # token counts per chunk from the server, not spread over the chunks
     answer: str = ""  # the streamed answer text, kept only with benchmark.rounds > 1
+    scaled_end_s: float | None = None  # the end on the client's scaled clock, before `restamp`
 
 
 def restamp(line: Timeline, scale: float) -> None:
@@ -51,6 +52,7 @@ def restamp(line: Timeline, scale: float) -> None:
     The identity at scale 1. The end (after the last chunk: usage, [DONE]) is the client's alone.
     A timeline without a stamp per point is left as it is."""
     record = line.record
+    line.scaled_end_s = record.end_s
     if scale == 1 or not line.points or len(line.stamps) != len(line.points):
         return
     start, points, elapsed = record.start_s, [], 0.0
@@ -67,6 +69,37 @@ def restamp(line: Timeline, scale: float) -> None:
         record.end_s = points[-1][0] + max(record.end_s - line.points[-1][0], 0.0) / scale
     line.points = points
     record.first_token_s = points[0][0]
+
+
+def close_client_gaps(lines: Sequence[Timeline], scale: float) -> None:
+    """Put the gaps between a simulated server's sequential requests on the server's clock.
+
+    Between one request's end and the next one's send the time is the client's (the answer's
+    last bytes, the next request built and sent): wall time against a real server, and the
+    simulator's idle engine counts it at wall rate too (harness/sim/clock.py `client_time`). On
+    the client's scaled clock it read `scale` times over, so a concurrency-1 run's span, and its
+    output tok/s, held 50x the client's gaps: 76.7 tok/s against the model's 88.7 at clock scale
+    50 (benchmarks/client_fidelity.py). Each request after the first is moved earlier so that its
+    gap to the one before it is that gap's wall time, after `restamp` (which keeps each request's
+    own client share at wall rate). Requests that overlap, or follow one without an end, keep
+    the shift so far. The identity at scale 1."""
+    if scale == 1:
+        return
+    shift, previous = 0.0, None
+    for line in sorted(lines, key=lambda x: x.record.start_s):
+        record = line.record
+        end = previous.record.end_s if previous is not None else None  # shifted already
+        before = previous.scaled_end_s if previous is not None else None
+        if end is not None and before is not None and record.start_s >= before:  # sequential
+            shift = end + (record.start_s - before) / scale - record.start_s
+        if shift:
+            record.start_s += shift
+            if record.first_token_s is not None:
+                record.first_token_s += shift
+            if record.end_s is not None:
+                record.end_s += shift
+            line.points = [(t + shift, tokens) for t, tokens in line.points]
+        previous = line
 
 
 def percentile(values: Sequence[float], p: float) -> float:

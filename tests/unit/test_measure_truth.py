@@ -3,10 +3,12 @@ steady-state windows."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from harness.clock import ServerClock
-from harness.metrics import Timeline, restamp
+from harness.metrics import Timeline, close_client_gaps, restamp
 from harness.results import RequestRecord
 
 
@@ -26,6 +28,48 @@ def test_restamp_keeps_the_clients_share_at_wall_rate():
     assert [t - start for t, _ in line.points] == pytest.approx([0.032, 0.062, 0.092])
     assert line.record.first_token_s - start == pytest.approx(0.032)
     assert line.record.end_s - start == pytest.approx(0.093)
+
+
+def _sequential(scale: float, client_gap_wall: float) -> list[Timeline]:
+    """Three requests one after another, each 0.09 s of server time plus 1 ms of the client's
+    at the end; `client_gap_wall` of the client's wall time between one end and the next send."""
+    lines, start = [], 0.0
+    for _ in range(3):
+        stamps = [0.03, 0.06, 0.09]
+        points = [(start + s, n + 1) for n, s in enumerate(stamps)]  # no client share per chunk
+        end = points[-1][0] + scale * 0.001
+        lines.append(Timeline(_record(start, end), points, stamps))
+        start = end + scale * client_gap_wall
+    for line in lines:
+        restamp(line, scale)
+    return lines
+
+
+def test_a_runs_gaps_between_requests_are_the_clients_wall_time_not_scaled():
+    """At scale 50 the client's 10 ms between two requests read 0.5 s of server clock, and a
+    concurrency-1 run's tok/s held that gap 50x; moved, the gap is 10 ms again, each request's
+    own times (TTFT, ITL) unchanged."""
+    scale, gap = 50.0, 0.010
+    lines = _sequential(scale, gap)
+    own = [[t - line.record.start_s for t, _ in line.points] for line in lines]
+    close_client_gaps(lines, scale)
+    for before, after in itertools.pairwise(lines):
+        assert after.record.start_s - before.record.end_s == pytest.approx(gap)
+    assert [[t - line.record.start_s for t, _ in line.points] for line in lines] == own
+    assert lines[-1].record.end_s - lines[0].record.start_s == pytest.approx(3 * 0.091 + 2 * gap)
+
+
+def test_closing_gaps_is_the_identity_at_scale_one_and_leaves_overlaps_alone():
+    lines = _sequential(1.0, 0.010)
+    starts = [line.record.start_s for line in lines]
+    close_client_gaps(lines, 1.0)
+    assert [line.record.start_s for line in lines] == starts
+    a, b = _record(0.0, 5.0), _record(1.0, 6.0)  # two in flight at once: not the client's gap
+    overlapping = [Timeline(a, [(2.0, 1)], [2.0]), Timeline(b, [(3.0, 1)], [2.0])]
+    for line in overlapping:
+        line.scaled_end_s = line.record.end_s
+    close_client_gaps(overlapping, 50.0)
+    assert (b.start_s, b.end_s) == (1.0, 6.0)
 
 
 def test_restamp_is_the_identity_at_scale_one_and_without_stamps():
