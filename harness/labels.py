@@ -31,8 +31,13 @@ def describe(values: Mapping[str, Any]) -> str:
 
 
 def config_text(params: Mapping[str, Any]) -> str:
-    """The five searched values of a trial, `None` where it has none."""
-    return describe({k: params.get(k) for k in CONFIG_KEYS})
+    """The five searched values of a trial, `None` where it has none; a trial that does not
+    speculate says so once instead of `steps=None topk=None draft=None`."""
+    values = {k: params.get(k) for k in CONFIG_KEYS}
+    if all(values.get(k) is None for k in SPECULATION):
+        rest = {k: v for k, v in values.items() if k not in SPECULATION}
+        return " ".join(["speculation off", describe(rest)]).strip()
+    return describe(values)
 
 
 def speculation(params: Mapping[str, Any], missing: Any = "?") -> str:

@@ -12,6 +12,7 @@ from harness import labels
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult
 from harness.spec import TrialSpec
 from sweep.memory_lines import memory_line
+from sweep.ranking import SINGLE_STREAM, Ranking
 
 console = Console(highlight=False)
 TRUNCATION_WARNING = 0.25  # share of outputs cut while reasoning that earns a console warning
@@ -45,19 +46,22 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def fmt_tok_s(result: TrialResult) -> str:
-    tok_s = result.metrics.get("tok_s")
+def fmt_tok_s(result: TrialResult, ranking: Ranking = SINGLE_STREAM) -> str:
+    tok_s = ranking.value(result)
     if tok_s is None:
         return "-"
-    ci = result.metrics.get("tok_s_ci95")
+    ci = ranking.ci95(result)
     return f"{tok_s:.1f} ± {ci:.1f}" if ci is not None and math.isfinite(ci) else f"{tok_s:.1f}"
 
 
 class ConsoleReporter:
     """Per-trial progress lines; also the Reporter that `harness.trial.run_trial` calls."""
 
-    def __init__(self, simulated: bool, prefix: str | None = None):
+    def __init__(
+        self, simulated: bool, prefix: str | None = None, ranking: Ranking = SINGLE_STREAM
+    ):
         self.clock_label = "simulated s" if simulated else "s"
+        self.ranking = ranking  # what the trial line leads with (the study's objective)
         # Trials side by side (GPU slots) interleave their lines: each line names its trial.
         self.indent = f"    {prefix}: " if prefix else "    "
         self.parallel = prefix is not None
@@ -100,6 +104,8 @@ class ConsoleReporter:
 
     def run_done(self, summary: RunSummary, total_runs: int) -> None:
         tok_s = f"{summary.decode_tok_s:.1f} tok/s" if summary.decode_tok_s else "no tokens"
+        if summary.concurrency > 1 and summary.output_tok_s and summary.decode_tok_s:
+            tok_s = f"{summary.output_tok_s:.1f} tok/s output, {summary.decode_tok_s:.1f} per user"
         accept = f", accept len {summary.accept_len:.2f}" if summary.accept_len else ""
         errors = f", [red]{summary.errors} failed[/red]" if summary.errors else ""
         if summary.incomplete:
@@ -109,15 +115,20 @@ class ConsoleReporter:
             f"{self.indent}run {summary.run}/{total_runs}{level}: {tok_s}{accept}{errors}"
         )
 
-    def trial_done(self, result: TrialResult, baseline_tok_s: float | None) -> None:
+    def trial_done(self, result: TrialResult, baseline: TrialResult | None) -> None:
         style = _OUTCOME_STYLE.get(result.outcome, "white")
         line = f"{self.indent}→ [{style}]{result.outcome}[/{style}]"
-        if result.outcome in (Outcome.OK, Outcome.PRUNED) and "tok_s" in result.metrics:
-            line += f"  {fmt_tok_s(result)} tok/s"
+        ranking = self.ranking if self.ranking.value(result) is not None else SINGLE_STREAM
+        ok_base = baseline if baseline is not None and baseline.outcome is Outcome.OK else None
+        value, base = ranking.value(result), ranking.value(ok_base)
+        if result.outcome in (Outcome.OK, Outcome.PRUNED) and value is not None:
+            line += f"  {fmt_tok_s(result, ranking)} {ranking.unit}"
+            if ranking.level is not None and "tok_s" in result.metrics:
+                line += f" ({result.metrics['tok_s']:.1f} tok/s per user)"
             if "accept_len" in result.metrics:
                 line += f", accept len {result.metrics['accept_len']:.2f}"
-            if baseline_tok_s:
-                line += f", {result.metrics['tok_s'] / baseline_tok_s:.2f}× baseline"
+            if base:
+                line += f", {value / base:.2f}× baseline"
             if result.outcome is Outcome.PRUNED:
                 line += f"; stopped after {len(result.runs)} runs, it cannot beat the best"
         elif result.error:
@@ -191,6 +202,7 @@ def summary_table(
     baseline: TrialResult | None,
     simulated: bool,
     notes: dict[str, str] | None = None,  # trial name -> a note (e.g. over a latency limit)
+    ranking: Ranking = SINGLE_STREAM,  # the study's objective: the column and the order
 ) -> Table:
     title = "Trials, fastest first" + (
         " — SIMULATED, not a hardware measurement" if simulated else ""
@@ -202,7 +214,7 @@ def summary_table(
         "mem",
         "hicache",
         "outcome",
-        "tok/s ±95%",
+        ranking.column,
         "accept",
         "vs base",
         "note",
@@ -210,10 +222,11 @@ def summary_table(
     for column in columns:
         left = column in ("trial", "outcome", "note")
         table.add_column(column, justify="left" if left else "right", no_wrap=True)
-    base = baseline.metrics.get("tok_s") if baseline else None
+    base = ranking.value(baseline)
 
     def order(r: TrialResult) -> float:
-        return r.metrics.get("tok_s", -1.0) if r.outcome in (Outcome.OK, Outcome.PRUNED) else -2.0
+        measured = r.outcome in (Outcome.OK, Outcome.PRUNED)
+        return r.metrics.get(ranking.metric, -1.0) if measured else -2.0
 
     rows = ([baseline] if baseline else []) + sorted(results, key=order, reverse=True)
     for r in rows:
@@ -233,9 +246,11 @@ def summary_table(
             f"{p.get('mem_fraction_static')}",
             str(p.get("hicache_size", 0)),
             f"[{_OUTCOME_STYLE.get(r.outcome, 'white')}]{r.outcome}[/]",
-            fmt_tok_s(r) if measured or r.outcome is Outcome.DUPLICATE else "-",
+            fmt_tok_s(r, ranking) if measured or r.outcome is Outcome.DUPLICATE else "-",
             f"{r.metrics['accept_len']:.2f}" if "accept_len" in r.metrics else "-",
-            f"{r.metrics['tok_s'] / base:.2f}×" if base and "tok_s" in r.metrics else "-",
+            f"{r.metrics[ranking.metric] / base:.2f}×"
+            if base and ranking.metric in r.metrics
+            else "-",
             note,
         ]
         table.add_row(*cells, style="bold" if r is baseline else None)

@@ -4,42 +4,13 @@ over the baseline with the paired interval, where the wall time went, the baseli
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from harness import labels
 from harness.results import Outcome, TrialResult
-from harness.stats import consistent, objective_runs, paired_ratio
+from harness.stats import consistent, paired_ratio
 from sweep.console import fmt_duration
 from sweep.memory_lines import kv_bound_lines
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """What "best" means in the verdict: the study's objective, not always single-stream tok/s.
-    `level` None: decode tok/s at the single-stream level (`tok_s`, its runs objective_runs);
-    else output tok/s at that level (`output_tok_s_c{level}`, its runs that level's)."""
-
-    level: int | None = None
-
-    @property
-    def metric(self) -> str:
-        return "tok_s" if self.level is None else f"output_tok_s_c{self.level}"
-
-    @property
-    def unit(self) -> str:
-        return "tok/s" if self.level is None else f"tok/s output at {self.level} in flight"
-
-    def runs(self, result: TrialResult) -> dict[int, float]:
-        if self.level is None:
-            return objective_runs(result.runs)
-        return {
-            r.run: r.output_tok_s
-            for r in result.runs
-            if r.concurrency == self.level and not r.incomplete and r.output_tok_s is not None
-        }
-
-
-SINGLE_STREAM = Ranking()
+from sweep.ranking import SINGLE_STREAM, Ranking
 
 
 def summary_lines(

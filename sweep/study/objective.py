@@ -267,4 +267,3 @@ def _numbers(search: Any, key: str, kind: type) -> list:
             f"search.load_profile.{key}={example}"
         ) from None
     return values
-

@@ -153,8 +153,8 @@ class StudyRun:
         spec = build_benchmark_spec(cfg)
         prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
         console.print(
-            f"{self._trials_line()} + baseline; {runs_line(spec)}"
-            + (f"; the study already has {done} trials" if done else ""),
+            f"{self._trials_line()}{' + baseline' if cfg.search.baseline else ''}; "
+            f"{runs_line(spec)}" + (f"; the study already has {done} trials" if done else ""),
             soft_wrap=True,
         )
         console.print(workload_line(spec, prompts), soft_wrap=True)

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from harness.results import TrialResult
 from sweep.console import ConsoleReporter
 from sweep.jobs import Jobs
+from sweep.ranking import for_objective
 from sweep.slots import SlotPool
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
@@ -47,7 +48,8 @@ class StudySession:
 
     def reporter(self, name: str) -> ConsoleReporter:
         """Trials side by side interleave their lines: then each line names its trial."""
-        return ConsoleReporter(self.simulated, prefix=name if self.pool is not None else None)
+        prefix = name if self.pool is not None else None
+        return ConsoleReporter(self.simulated, prefix, ranking=for_objective(self.plan.objective))
 
     def header(self, label: str, name: str, description: str, eta_s: float | None = None):
         ConsoleReporter(self.simulated).trial_header(label, name, description, eta_s)

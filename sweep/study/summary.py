@@ -17,6 +17,7 @@ from harness.layout import ResultsLayout
 from harness.results import Outcome, TrialResult
 from harness.stats import objective_runs, speedup_metrics
 from sweep.console import console, summary_table
+from sweep.ranking import for_objective
 from sweep.study import levels
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import caps, caps_line
@@ -24,7 +25,7 @@ from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
 from sweep.tracking import Tracker, resolve_sqlite_uri
-from sweep.verdict import SINGLE_STREAM, Ranking, summary_lines, wall_time_line
+from sweep.verdict import summary_lines, wall_time_line
 
 
 @dataclass(frozen=True)
@@ -146,13 +147,13 @@ def finish(
     simulated = cfg.engine.name == "sim"
     console.print()
     over = infeasible(done.results, objective)
-    table = summary_table(done.results, done.baseline, simulated, notes=over)
+    ranking = for_objective(objective)
+    table = summary_table(done.results, done.baseline, simulated, notes=over, ranking=ranking)
     table.caption = caps_line(caps(done.results, done.baseline))  # when the caps differ
     console.print(table)
     rows = levels.per_level(done.results, done.baseline, objective)
     if len(rows) > 1 or objective.slo:
         console.print(levels.table(rows, simulated, objective.slo_text()))
-    ranking = Ranking(objective.concurrency) if objective.name == "throughput" else SINGLE_STREAM
     lines, metrics = summary_lines(
         done.results, done.baseline, done.recheck, exclude=set(over), ranking=ranking
     )

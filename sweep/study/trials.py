@@ -196,7 +196,7 @@ class TrialLoop:
         session.driver.tell(trial, candidate, result, self.baseline.tok_s, source)
         if claimed:
             session.claims.release(claimed)
-        session.reporter(name).trial_done(result, self.baseline.tok_s)
+        session.reporter(name).trial_done(result, self.baseline.result)
         if result.outcome is Outcome.INTERRUPTED:
             raise KeyboardInterrupt("the sweep was stopped")
         return result

@@ -85,7 +85,7 @@ def test_best_follows_a_throughput_objective_not_single_stream_speed():
     """With search.objective=throughput the verdict names the trial with the most output at the
     objective's level, and its speedup pairs that level's runs (datagen: the fastest single
     stream is not the one that serves the most)."""
-    from sweep.verdict import Ranking
+    from sweep.ranking import Ranking
 
     baseline = loaded("baseline", BASE, [1000.0, 1010.0, 990.0], role="baseline")
     fast_single = loaded("trial_0000", TRIAL, [900.0, 905.0, 895.0])
