@@ -59,6 +59,15 @@ SETTLE_S = 1.0
 T = TypeVar("T")
 
 
+async def _cancel(*tasks: asyncio.Task[Any]) -> None:
+    """Cancel `tasks` and wait until they ended. Through asyncio.wait, not `await task` under
+    suppress(CancelledError): that would also swallow a cancellation of the caller itself, and a
+    Ctrl-C landing there was lost (the sweep went on and finished as if nothing had been asked)."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
+
+
 @dataclass(frozen=True)
 class Run:
     """A measured run the schedule asks for: the `number`-th at `concurrency`."""
@@ -232,15 +241,15 @@ class Benchmark:
     async def _watched(self, step: Coroutine[Any, Any, T]) -> T:
         task = asyncio.create_task(step)
         watch = asyncio.create_task(self._watch())
-        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        try:
+            await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # this step itself (Ctrl-C: asyncio.Runner cancels it)
+            await _cancel(task, watch)
+            raise
+        step_done = task.done()
+        await _cancel(task, watch)
+        if not step_done:
             watch.result()  # raises the server's failure (ServerOOM, ServerCrashed)
-        watch.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watch
         return task.result()
 
     async def _settle(self) -> None:

@@ -178,7 +178,9 @@ def test_throughput_objective_needs_its_concurrency_level(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_mid_trial_stops_the_server_and_records_the_trial(tmp_path, sig):
     port = free_port()
-    argv = sweep_argv(tmp_path, port, "engine.clock_scale=20", "search.baseline=false")
+    # Slow enough that the signal lands inside the trial: at scale 20 the whole benchmark after
+    # "fired up" took under a second and a fast run could finish it before the signal.
+    argv = sweep_argv(tmp_path, port, "engine.clock_scale=5", "search.baseline=false")
     proc = subprocess.Popen(
         argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
