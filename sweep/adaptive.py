@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.command import build_server_command
 from harness.errors import SpecsweepError
-from harness.layout import stamp
+from harness.layout import ResultsLayout, stamp
 from harness.results import Outcome
 from harness.trial import run_trial
 from sweep import provenance
@@ -45,6 +45,7 @@ from sweep.adaptive_file import (
 from sweep.config import build_trial_spec
 from sweep.console import ConsoleReporter, console
 from sweep.schema import SpecsweepConfig, register
+from sweep.tracking import Tracker, resolve_sqlite_uri
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("static", "default adaptive", "measured adaptive")
@@ -263,6 +264,49 @@ def write(rows: list[dict], out: Path, config_path: Path, simulated: bool) -> tu
     return json_path, csv_path
 
 
+def track(
+    rows: list[dict], cfg: DictConfig, study: Study, files: list[Path], simulated: bool
+) -> None:
+    """The head-to-head as an MLflow run under the sweep's parent run (the study's latest
+    summary names it): per level and deployment the mean and its 95% interval, what to deploy,
+    and the table and config files. A store that does not answer costs the run, never the files
+    already written."""
+    summaries = sorted(study.folder.glob("summary-*.json"))
+    latest = json.loads(summaries[-1].read_text()) if summaries else {}
+    parent = latest.get("mlflow_parent_run_id")
+    metrics: dict[str, float] = {}
+    params: dict[str, Any] = {}
+    for row in rows:
+        c = row["concurrency"]
+        params[f"deploy_c{c}"] = row["deploy"]
+        if row.get("static_config"):
+            params[f"static_config_c{c}"] = row["static_config"]
+        for kind in KINDS:
+            if row.get(kind):
+                key = f"h2h_{kind.replace(' ', '_')}_c{c}"
+                metrics[key], metrics[key + "_ci95"] = row[kind]
+        if row.get("adaptive_gain") is not None:
+            metrics[f"adaptive_gain_c{c}"] = row["adaptive_gain"]
+    tags = {"specsweep.study": study.folder.name, "specsweep.simulated": str(simulated).lower()}
+    if parent:
+        tags["mlflow.parentRunId"] = parent
+    try:
+        tracker = Tracker(
+            resolve_sqlite_uri(cfg.tracking.mlflow_uri),
+            cfg.tracking.experiment,
+            ResultsLayout.at(cfg.tracking.dir).artifacts,
+        )
+        name = f"head-to-head {files[0].stem.removeprefix('head_to_head-')}"
+        run_id = tracker.log_result_run(name, "head_to_head", tags, params, metrics, files)
+    except Exception as exc:  # the store's failure is reported; the files are written already
+        console.print(f"  [yellow]not logged to MLflow[/yellow] ({type(exc).__name__}: {exc})")
+        return
+    where = f" under the sweep's run {parent}" if parent else ""
+    console.print(
+        f"MLflow: run {run_id} in experiment {cfg.tracking.experiment!r}{where}", soft_wrap=True
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sweep.adaptive", description=__doc__.split("\n\n")[1]
@@ -294,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     launches = plan(study, levels, path)
     out = study.folder / f"head_to_head-{stamp()}"
-    measured, simulated = [], False
+    measured, simulated, configs = [], False, []
     for i, launch in enumerate(launches, 1):
         name = f"{launch.kind.replace(' ', '_')}_{launch.source.name}"
         console.print(
@@ -303,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             cfg = configure(launch, out / name, args.runs, name)
+            configs.append(cfg)
             simulated = simulated or cfg.engine.name == "sim"
             measured.append(measure(launch, cfg, out / name))
         except SpecsweepError as exc:
@@ -316,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         soft_wrap=True,
     )
     console.print(f"adaptive config: {path}", soft_wrap=True)
+    if configs:
+        track(rows, configs[0], study, [json_path, csv_path, path], simulated)
     return 0 if all(measured) else 1
 
 

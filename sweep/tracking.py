@@ -161,6 +161,28 @@ class Tracker:
             self.client.log_artifact(run_id, str(path), folder)
         self.client.set_terminated(run_id, status=status)
 
+    def log_result_run(
+        self,
+        name: str,
+        role: str,
+        tags: dict[str, str],
+        params: dict[str, Any],
+        metrics: dict[str, float],
+        artifacts: list[Path],
+    ) -> str:
+        """A finished run of its own (`specsweep.role` = role) with its numbers and files: a
+        result measured after the sweep (the adaptive head-to-head). A `mlflow.parentRunId` tag
+        files it under the sweep's run in the UI."""
+        run = self.client.create_run(
+            self.experiment_id, run_name=name, tags={**tags, "specsweep.role": role}
+        )
+        run_id = run.info.run_id
+        self._log(run_id, params=params, metrics=metrics)
+        for path in artifacts:
+            self.client.log_artifact(run_id, str(path))
+        self.client.set_terminated(run_id, status="FINISHED")
+        return run_id
+
     def log_trial(
         self,
         result: TrialResult,

@@ -75,3 +75,17 @@ def test_the_head_to_head_measures_three_deployments_per_level(tmp_path):
     assert "AdaptiveSpeculativeParams initialized" in log.read_text()
     assert "'speculative_adaptive': True" in log.read_text()
     assert str(study / "adaptive_config.json") in log.read_text()
+    # ... and the answer is one click from the sweep's run in MLflow: a child run with the table.
+    [h2h] = client.search_runs(
+        [experiment.experiment_id], filter_string="tags.`specsweep.role` = 'head_to_head'"
+    )
+    assert h2h.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+    assert f"MLflow: run {h2h.info.run_id}" in text
+    for row in data["levels"]:
+        c = row["concurrency"]
+        assert h2h.data.params[f"deploy_c{c}"] == row["deploy"]
+        for kind in ("static", "default adaptive", "measured adaptive"):
+            key = f"h2h_{kind.replace(' ', '_')}_c{c}"
+            assert h2h.data.metrics[key] == pytest.approx(row[kind][0])
+    files = {a.path for a in client.list_artifacts(h2h.info.run_id)}
+    assert {written.name, written.with_suffix(".csv").name, "adaptive_config.json"} <= files
