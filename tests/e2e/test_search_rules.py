@@ -182,7 +182,15 @@ def test_signal_mid_trial_stops_the_server_and_records_the_trial(tmp_path, sig):
     # "fired up" took under a second and a fast run could finish it before the signal.
     argv = sweep_argv(tmp_path, port, "engine.clock_scale=5", "search.baseline=false")
     proc = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # A suite started in the background by a shell without job control inherits SIGINT
+        # ignored (POSIX), and Python keeps an ignored SIGINT ignored: the sweep must get the
+        # default disposition a terminal gives it, or this test measures how it was launched.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     log = tmp_path / "kimi-k25-eagle3" / "trial_0000" / "server.log"
     deadline = time.monotonic() + 60
