@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import optuna
@@ -94,7 +95,13 @@ def sigkill_resume(ctx: Scratch) -> dict:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    ctx.wait_for(ctx.results / STUDY / "trial_0001" / "server.log")
+    # The second launched trial's server: trial_0001 may be a duplicate that launches nothing
+    # (search.n_trials counts server starts), so the folder to wait for is not known by name.
+    deadline = time.monotonic() + 180
+    while len(list((ctx.results / STUDY).glob("trial_*/server.log"))) < 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{ctx.results / STUDY}: no second trial launched")
+        time.sleep(0.1)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     proc = ctx.sweep(
