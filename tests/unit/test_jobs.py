@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from omegaconf import OmegaConf
 
 from harness.results import Outcome
@@ -58,3 +59,46 @@ def test_a_job_whose_config_does_not_compose_is_recorded_where_it_would_run(tmp_
 def test_the_last_override_of_a_key_wins():
     assert override_value(["trial.name=a", "x=1", "trial.name=b"], "trial.name") == "b"
     assert override_value(["x=1"], "trial.name") is None
+
+
+def test_a_remembered_composition_is_the_one_hydra_would_make():
+    """Jobs.compose remembers a composition by its non-trial overrides: a duplicate or a launch
+    with early-stop values gets a copy with its own trial.* values, equal to what Hydra's loader
+    composes from scratch, and changing the copy leaves the remembered one alone."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+
+    from sweep.app import CONF_DIR
+    from sweep.jobs import task_config
+
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(CONF_DIR))
+    sweep_cfg = loader.load_configuration(
+        "config", overrides=["experiment=smoke"], run_mode=RunMode.MULTIRUN
+    )
+    jobs = Jobs(loader, sweep_cfg)
+    values = ["server.speculative_num_steps=2", "drafter=kimi_k25_eagle3_10k"]
+    first = [*values, "trial.name=trial_0001", "trial.number=1", "trial.role=trial"]
+    later = [*values, "trial.name=trial_0004", "trial.number=4", "trial.role=trial",
+             "trial.prune_below=81.5000", "trial.prune_concurrency=1"]  # fmt: skip
+    jobs.compose(later)  # remembered first with early-stop values, which `first` must not inherit
+    calls = []
+    original = loader.load_sweep_config
+    loader.load_sweep_config = lambda *a, **k: calls.append(a) or original(*a, **k)
+    remembered = jobs.compose(later)
+    again = jobs.compose(first)
+    assert calls == []  # no second composition
+    fresh = ConfigLoaderImpl(config_search_path=create_config_search_path(CONF_DIR))
+    expected = fresh.load_sweep_config(sweep_cfg, list(later))
+    as_dict = OmegaConf.to_container
+    assert as_dict(task_config(remembered), resolve=True) == as_dict(
+        task_config(expected), resolve=True
+    )
+    assert remembered.trial.number == 4 and remembered.trial.prune_below == 81.5
+    assert remembered.drafter.name == expected.drafter.name  # the group the values selected
+    assert str(remembered.hydra.sweep.subdir) == "trial_0004"
+    assert list(remembered.hydra.overrides.task) == list(expected.hydra.overrides.task)
+    assert again.trial.name == "trial_0001" and again.trial.prune_below is None
+    assert str(again.hydra.sweep.subdir) == "trial_0001"
+    with pytest.raises(Exception, match=r"trial\.number"):  # a bad value is refused, as by Hydra
+        jobs.compose([*values, "trial.number=many"])
