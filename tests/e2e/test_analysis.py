@@ -36,7 +36,9 @@ OOM_FIRST = (
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     results, port = tmp_path_factory.mktemp("results"), free_port()
-    proc = sweep(results, port, "search.n_trials=4", OOM_FIRST, "benchmark.concurrency=[1,2]")
+    proc = sweep(
+        results, port, "search.n_trials=4", OOM_FIRST, "benchmark.concurrency=[1,2]", "report=true"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The sweep wrote its report and says where, with the other places its results are.
     report = results / "reports" / STUDY / "index.html"

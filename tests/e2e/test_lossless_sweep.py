@@ -22,7 +22,7 @@ GOOD = (
 def sweep(tmp, *overrides: str) -> subprocess.CompletedProcess:
     argv = [
         *(sys.executable, "sweep.py", "-m", f"tracking.dir={tmp}", f"server.port={free_port()}"),
-        *("experiment=smoke", "search.n_trials=1", f"search.enqueue=[{GOOD}]"),
+        *("experiment=smoke", "report=false", "search.n_trials=1", f"search.enqueue=[{GOOD}]"),
         "search.remeasure_baseline=false",
         *overrides,
     ]

@@ -31,7 +31,7 @@ def study(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("plan")
     argv = [
         *(sys.executable, "sweep.py", "-m", f"tracking.dir={tmp}", f"server.port={free_port()}"),
-        *("experiment=smoke", "search.n_trials=2", f"benchmark.runs={RUNS}"),
+        *("experiment=smoke", "report=false", "search.n_trials=2", f"benchmark.runs={RUNS}"),
         *(f"benchmark.requests_per_run={PER_RUN}", f"benchmark.warmup={WARMUP}"),
     ]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)

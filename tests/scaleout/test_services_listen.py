@@ -155,7 +155,7 @@ def test_a_worker_with_only_services_env_sweeps_and_never_shows_the_password(lis
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "MLFLOW_", "SPECSWEEP_"))}
     env.update({k: v for k, v in listening["env"].items() if k != "PGPASSFILE"})
     argv = [
-        *(sys.executable, "sweep.py", "-m", "tracking=server", "experiment=smoke"),
+        *(sys.executable, "sweep.py", "-m", "tracking=server", "experiment=smoke", "report=false"),
         *(f"tracking.dir={tmp_path}", f"search.study_name={STUDY}", "search.n_trials=2"),
         *(f"server.port={free_port()}", f"worker.lock_dir={tmp_path / 'locks'}"),
         "search.remeasure_baseline=false",

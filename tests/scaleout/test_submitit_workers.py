@@ -38,6 +38,7 @@ ARGS = [
     "worker.count=2",
     "tracking=server",
     "experiment=single_gpu",
+    "report=false",  # the closing report is tests/e2e/test_analysis.py's
     "hardware.gpus=1",  # one slot per worker, the same GPU: the lock files must serialise them
     f"search.study_name={STUDY}",
     f"search.n_trials={N_TRIALS}",

@@ -35,6 +35,7 @@ SKIPPED = ("duplicate", "predicted_oom", "invalid")
 WORKER_ARGS = [
     "tracking=server",
     "experiment=single_gpu",
+    "report=false",  # the closing report is tests/e2e/test_analysis.py's
     "hardware.gpus=2",  # model.tp=1: two slots per worker, one GPU each
     f"search.study_name={STUDY}",
     "search.n_trials=6",
