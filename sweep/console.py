@@ -203,6 +203,7 @@ def summary_table(
     simulated: bool,
     notes: dict[str, str] | None = None,  # trial name -> a note (e.g. over a latency limit)
     ranking: Ranking = SINGLE_STREAM,  # the study's objective: the column and the order
+    reference: TrialResult | None = None,  # without a baseline: the trial "vs ref" divides by
 ) -> Table:
     title = "Trials, fastest first" + (
         " — SIMULATED, not a hardware measurement" if simulated else ""
@@ -216,13 +217,13 @@ def summary_table(
         "outcome",
         ranking.column,
         "accept",
-        "vs base",
+        "vs ref" if baseline is None and reference is not None else "vs base",
         "note",
     )
     for column in columns:
         left = column in ("trial", "outcome", "note")
         table.add_column(column, justify="left" if left else "right", no_wrap=True)
-    base = ranking.value(baseline)
+    base = ranking.value(baseline if baseline is not None else reference)
 
     def order(r: TrialResult) -> float:
         measured = r.outcome in (Outcome.OK, Outcome.PRUNED)
@@ -240,6 +241,8 @@ def summary_table(
             note = f"{len(r.runs)} runs"
         if notes and r.name in notes and r.role != "baseline":
             note = f"[red]infeasible[/red] {notes[r.name]}"
+        elif baseline is None and r is reference:
+            note = "reference"
         cells = [
             "baseline" if r.role == "baseline" else r.name,
             labels.speculation(p) if spec else "off",

@@ -209,6 +209,9 @@ class SearchConfig:
     enqueue: List[Dict[str, Any]] = field(default_factory=list)
     # Measured first as well when the objective reads a level above 1 (sweep/study/priors.py).
     enqueue_under_load: List[Dict[str, Any]] = field(default_factory=list)
+    # Without a baseline, the trial every other is compared to run for run (sweep/comparisons.py),
+    # named by searched parameters, e.g. {mem_fraction_static: 0.85, hicache_size: 0}.
+    reference: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from harness.errors import ConfigError, SpecsweepError
 from sweep import provenance
+from sweep.comparisons import check_reference
 from sweep.config import build_trial_spec, check_drafter, setup_key
 from sweep.console import console
 from sweep.jobs import Jobs
@@ -61,6 +62,10 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     space = SearchSpace.from_config(search.space)
+    try:  # the trial a study without a baseline is compared to (sweep/comparisons.py)
+        check_reference(search.get("reference"), space.params)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return objective, space
 
 

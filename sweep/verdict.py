@@ -23,8 +23,7 @@ def summary_lines(
     """The verdict under the table, and the numbers the parent run records."""
     lines, metrics = [], {}
     ok = [r for r in results if r.outcome is Outcome.OK and "tok_s" in r.metrics]
-    ranked = [r for r in ok if r.name not in (exclude or ()) and ranking.metric in r.metrics]
-    best = max(ranked, key=lambda r: r.metrics[ranking.metric], default=None)
+    best = best_of(results, exclude, ranking)
     base_ok = baseline is not None and baseline.outcome is Outcome.OK
     skipped = sum(
         r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH)
@@ -60,6 +59,21 @@ def summary_lines(
         lines.append(line)
         metrics["baseline_drift_pct"] = drift
     return lines, metrics
+
+
+def best_of(
+    results: list[TrialResult], exclude: set[str] | None = None, ranking: Ranking = SINGLE_STREAM
+) -> TrialResult | None:
+    """The best measured trial by the study's ranking, leaving out `exclude` (over a limit)."""
+    ranked = [
+        r
+        for r in results
+        if r.outcome is Outcome.OK
+        and "tok_s" in r.metrics
+        and r.name not in (exclude or ())
+        and ranking.metric in r.metrics
+    ]
+    return max(ranked, key=lambda r: r.metrics[ranking.metric], default=None)
 
 
 def wall_time_line(results: list[TrialResult], total_s: float) -> str:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from harness.layout import ResultsLayout
 from harness.results import Outcome, TrialResult
 from harness.stats import objective_runs, speedup_metrics
+from sweep import comparisons
 from sweep.console import console, summary_table
 from sweep.ranking import for_objective
 from sweep.study import levels
@@ -25,7 +26,7 @@ from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
 from sweep.tracking import Tracker, resolve_sqlite_uri
-from sweep.verdict import summary_lines, wall_time_line
+from sweep.verdict import best_of, summary_lines, wall_time_line
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ def write_summary(
     metrics: dict,
     per_level: list[levels.LevelRow] | None = None,
     objective: Objective | None = None,
+    compared: comparisons.Comparisons | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
@@ -104,6 +106,9 @@ def write_summary(
         "max_running_requests": caps(done.results, done.baseline),
         "metrics": metrics,
         "speedups": speedups(done),
+        # Without a baseline: each trial against search.reference, and the one-knob pairs
+        # (sweep.comparisons), run for run
+        "comparisons": compared.as_dict() if compared is not None else None,
         # The load profile and latency limits the study ranked by (sweep.study.objective)
         "objective_detail": objective_detail(objective) if objective else None,
         # The recommendation per concurrency level (sweep.study.levels)
@@ -148,7 +153,19 @@ def finish(
     console.print()
     over = infeasible(done.results, objective)
     ranking = for_objective(objective)
-    table = summary_table(done.results, done.baseline, simulated, notes=over, ranking=ranking)
+    compared = None
+    if done.baseline is None:  # the trials are compared with each other instead
+        compared = comparisons.compare(
+            done.results, dict(cfg.search.get("reference") or {}), cfg.search.space, ranking
+        )
+    table = summary_table(
+        done.results,
+        done.baseline,
+        simulated,
+        notes=over,
+        ranking=ranking,
+        reference=compared.reference if compared is not None else None,
+    )
     table.caption = caps_line(caps(done.results, done.baseline))  # when the caps differ
     console.print(table)
     rows = levels.per_level(done.results, done.baseline, objective)
@@ -157,6 +174,10 @@ def finish(
     lines, metrics = summary_lines(
         done.results, done.baseline, done.recheck, exclude=set(over), ranking=ranking
     )
+    if compared is not None:
+        best = best_of(done.results, set(over), ranking)
+        lines += comparisons.lines(compared, best, ranking)
+        metrics.update(comparisons.metrics(best, compared.vs_reference))
     if over:
         lines.append(
             f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "
@@ -171,7 +192,7 @@ def finish(
     metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
     metrics["n_infeasible"] = float(len(over))
     summary = ResultsLayout.summary_file(study_dir)
-    write_summary(summary, cfg, done, parent, metrics, rows, objective)
+    write_summary(summary, cfg, done, parent, metrics, rows, objective, compared)
     artifacts = [summary, *sweep_artifacts(cfg, study, objective, study_dir, summary, rows)]
     tracker.end_sweep(parent, metrics, artifacts, done.status)
     report = next(
