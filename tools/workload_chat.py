@@ -342,12 +342,13 @@ def datagen_record(prompt_id: str, category: str, request: str) -> dict[str, obj
 
 
 def datagen_pipeline(
-    rng: random.Random, taken: list[dict[str, object]], count: int = 900
+    rng: random.Random, taken: list[dict[str, object]], count: int = 1300
 ) -> list[dict[str, object]]:
     """The data-generation set at pipeline scale: `count` distinct requests behind the same
-    system prompt, none of them one of `taken` (the datagen set's), enough for a steady state at
-    150 in flight (experiment=datagen: 2 runs of 2 x 150 + 95 requests and the warm-up, each
-    run its own prompts)."""
+    system prompt, none of them one of `taken` (the datagen set's), enough for a steady state
+    with each run its own prompts: experiment=multi_turn_chat's 3 runs of 415 requests and the
+    warm-up (1,247), experiment=datagen's runs of 150 + 96 + 149. random.sample draws the first
+    900 as it did when the set was 900 (the first 900 records are unchanged)."""
     used = {str(r["messages"][-1]["content"]) for r in taken}  # type: ignore[index]
     requests = []
     for p in PRODUCTS:

@@ -28,7 +28,7 @@ BUILTIN = "builtin"
 # The bundled reasoning categories: the default workload (conf/benchmark/workload/reasoning.yaml).
 REASONING = ("math", "code", "science", "logic")
 # The bundled files, each a JSONL of {"id", "category", "prompt" | "messages"} (package data);
-# datagen_pipeline's 900 copies of one system prompt are stored gzipped (4.4 MB -> 52 kB).
+# datagen_pipeline's 1,300 copies of one system prompt are stored gzipped (4.4 MB -> 52 kB).
 BUNDLED_FILES = (
     "prompts.jsonl",
     "long_context.jsonl",

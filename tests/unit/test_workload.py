@@ -38,7 +38,7 @@ def test_multi_turn_prompts_hold_earlier_assistant_turns_and_end_with_the_user()
         assert "assistant" in roles and roles[-1] == "user"
 
 
-@pytest.mark.parametrize(("category", "count"), [("datagen", 50), ("datagen_pipeline", 900)])
+@pytest.mark.parametrize(("category", "count"), [("datagen", 50), ("datagen_pipeline", 1300)])
 def test_datagen_prompts_share_one_long_system_prefix(category, count):
     prompts = load_prompts("builtin", 0, [category])
     assert len(prompts) == count
