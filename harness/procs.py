@@ -220,8 +220,8 @@ def stop_leftover(
 
 
 def processes_mentioning(marker: str) -> list[str]:
-    """"pid: command line" of the live processes (zombies excluded) whose command line contains
-    `marker`: how a test or a benchmark proves that nothing it started outlived it."""
+    """The live processes (zombies excluded) whose command line contains `marker`, each as
+    "pid: command line": how a test or a benchmark proves that nothing it started outlived it."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():

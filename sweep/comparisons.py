@@ -153,11 +153,12 @@ def reference_trial(
 def against_reference(
     results: list[TrialResult], reference: TrialResult, ranking: Ranking
 ) -> list[Comparison]:
-    return [
-        Comparison(r.name, reference.name, *_paired(r, reference, ranking))
-        for r in _measured(results, ranking)
-        if r is not reference
-    ]
+    found = []
+    for r in _measured(results, ranking):
+        if r is not reference:
+            ratio, ttft = _paired(r, reference, ranking)
+            found.append(Comparison(r.name, reference.name, ratio, ttft_p99=ttft))
+    return found
 
 
 def one_knob_pairs(

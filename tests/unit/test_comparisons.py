@@ -51,6 +51,9 @@ def test_the_reference_is_the_trial_with_its_parameters():
     assert hc.ratio.value == pytest.approx(sum(HICACHE) / sum(NO_HICACHE))
     assert hc.ratio.pairs == 3 and 1.0 < hc.ratio.low < hc.ratio.high < 1.1
     assert hc.verdict == "higher beyond its 95% interval"
+    assert hc.knob is None and hc.change == ""  # against the reference, not a one-knob pair
+    assert hc.ttft_p99 is not None and hc.ttft_p99.value == pytest.approx(8.9 / 28.3)
+    assert hc.as_dict()["ttft_p99_ci95_high"] < 1
 
 
 def test_no_trial_matches_a_reference_that_was_not_measured():
@@ -90,6 +93,8 @@ def test_the_verdict_lines_and_the_parent_metrics():
     text = "\n".join(comparisons.lines(found, HC, LEVEL))
     assert "Against the reference trial_0000 (" in text
     assert "trial_0001 1.07× (95% interval" in text and "3 pairs" in text
+    reference_line = text.splitlines()[0]
+    assert "; TTFT p99 0.31×" in reference_line and reference_line.endswith("shorter beyond it.")
     assert "hicache_size 0 -> 48 at mem_fraction_static 0.85:" in text
     assert "higher beyond its 95% interval" in text
     assert "the interval includes 1×: not measurable with these runs" in text  # the 0.90 gain
