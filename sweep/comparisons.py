@@ -49,7 +49,7 @@ class Comparison:
     @property
     def verdict(self) -> str:
         if not self.bounded:
-            return "no interval (fewer than two runs in both)"
+            return "no interval (too few runs, or runs too spread, to bound it)"
         if self.ratio.low > 1:
             return "higher beyond its 95% interval"
         if self.ratio.high < 1:
@@ -206,7 +206,8 @@ def _ratio_text(c: Comparison) -> str:
 
 
 def _ttft_text(ratio: Ratio | None) -> str:
-    """ "; TTFT p99 0.31× (95% interval 0.20–0.48×), shorter beyond it": lower is better."""
+    """The TTFT p99 clause of a comparison's line, e.g. `; TTFT p99 0.31× (95% interval
+    0.20–0.48×), shorter beyond it` (lower is better)."""
     if ratio is None:
         return ""
     text = f"; TTFT p99 {ratio.value:.2f}×"
