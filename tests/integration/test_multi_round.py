@@ -2,9 +2,15 @@
 its history, the answer it streamed and a follow-up, so later rounds can hit the radix cache;
 with more users than the tight pool holds (64 users, 16 in flight), their idle histories are
 evicted from the GPU, and HiCache's host tier (--enable-hierarchical-cache --hicache-size 48)
-keeps them: a higher cache hit rate and a lower TTFT for the returning users than the same pool
-without it. (At 4 in flight the recompute is so short, ~30 ms simulated, under 1 ms of wall
-time at the default clock, that TTFT there is the machine's jitter: hence 16.)"""
+keeps them: a higher cache hit rate, the hits served from the host tier.
+
+TTFT is not asserted here. With equal 512-token answers the 16 slots finish in cohorts, and a
+returning user's TTFT is whichever cohort its round joined: the whole cohort's prefill (~2 s) or
+its own (~0.3 s). A millisecond of timing moves a request from one cohort to the other, so TTFT
+here measures the cohorts, not the cache: one CI run read 1.75 s with HiCache against 0.32 s
+without it, at hit rates of 78% and 69%. That an evicted prefix loads from the host faster than
+it is recomputed is checked on an instant clock in tests/sim/test_kv_pool.py
+(test_hicache_reloads_an_evicted_prefix_faster_than_recomputing_it)."""
 
 from __future__ import annotations
 
@@ -57,16 +63,6 @@ def test_later_rounds_hit_the_cache_and_hicache_keeps_the_evicted_histories(tmp_
     hits = (tiered.metrics["cache_hit_rate"], plain.metrics["cache_hit_rate"])
     assert hits[0] > hits[1] + 0.04, hits  # the host tier served the evicted histories
     assert tiered.metrics["host_cache_tokens"] > 0 == plain.metrics["host_cache_tokens"]
-    # a returning user's first token: its history loaded back, not recomputed behind others
-    later = (_later_ttft(tiered_records), _later_ttft(records))
-    assert later[0] < later[1], (later, hits)
-
-
-def _later_ttft(records) -> float:
-    """Mean TTFT of the measured rounds after the first that completed."""
-    ttfts = [
-        r["first_token_s"] - r["start_s"]
-        for r in records
-        if r["phase"] == "measure" and r["error"] is None and r["round"] > 1
-    ]
-    return sum(ttfts) / len(ttfts)
+    # every round of the tiered run was sent as well, its returning users' histories included
+    tiered_rounds = {r["round"] for r in tiered_records if r["phase"] == "measure"}
+    assert tiered_rounds == {1, 2, 3}
