@@ -87,7 +87,9 @@ def paired_ratio(trial: dict[int, float], baseline: dict[int, float]) -> Ratio:
     differences trial_r - R * baseline_r have a mean indistinguishable from zero (a paired t
     test, n - 1 degrees of freedom). Prompt-to-prompt variance, which both sides share, then
     cancels. With fewer than two pairs the runs are treated as independent samples instead
-    (Fieller for two means, min(n) - 1 degrees of freedom)."""
+    (Fieller for two means, min(n) - 1 degrees of freedom). Both sides are positive (tok/s,
+    seconds), so where the trial's own mean is not distinguishable from zero the interval's low
+    end is 0, not the negative root Fieller's quadratic also has."""
     if not trial or not baseline:
         return Ratio(math.nan, math.nan, math.nan, 0)
     value = statistics.fmean(trial.values()) / statistics.fmean(baseline.values())
@@ -118,7 +120,7 @@ def _fieller(mx: float, my: float, vx: float, vy: float, vxy: float) -> tuple[fl
     b = mx * my - vxy
     c = mx * mx - vx
     root = math.sqrt(max(b * b - a * c, 0.0))
-    return (b - root) / a, (b + root) / a
+    return max((b - root) / a, 0.0), (b + root) / a
 
 
 def speedup_metrics(

@@ -63,6 +63,15 @@ def test_pairing_removes_the_variance_both_sides_share():
     assert paired.low < 1.2 < paired.high and unpaired.low < 1.2 < unpaired.high
 
 
+def test_a_ratio_of_positive_quantities_has_no_negative_bound():
+    # the TTFT p99 of three runs, one of them an outlier: the trial's mean is not distinguishable
+    # from zero, so Fieller's lower root is negative; the interval starts at 0 instead
+    trial, reference = {1: 0.5, 2: 0.4, 3: 6.0}, {1: 1.0, 2: 1.1, 3: 0.9}
+    ratio = paired_ratio(trial, reference)
+    assert ratio.low == 0.0 and ratio.high > 5 and ratio.pairs == 3
+    assert ratio.value == pytest.approx(6.9 / 3.0)
+
+
 def test_speedup_without_two_runs_has_no_interval():
     ratio = paired_ratio({1: 100.0}, {1: 80.0})
     assert ratio.value == pytest.approx(1.25) and math.isnan(ratio.low) and math.isnan(ratio.high)
