@@ -45,7 +45,7 @@ def test_multi_turn_chat_is_returning_users_whose_histories_outgrow_the_pool():
     assert (c.search.objective, c.search.throughput_concurrency) == ("throughput", 32)
     assert set(c.search.space) == {"mem_fraction_static", "hicache_size"}
     assert c.search.baseline is False and not spec.server.speculative
-    assert b.max_tokens == 512 and b.ignore_eos and not b.thinking
+    assert b.max_tokens == 1024 and not b.ignore_eos and not b.thinking  # answers end at EOS
     prompts = load_prompts(b.prompts, 0, b.categories)
     check_fits(prompts, b)  # each run its own prompts
     # a run's window reaches every user's last round: completions >= users x rounds

@@ -4,13 +4,16 @@ with more users than the tight pool holds (64 users, 16 in flight), their idle h
 evicted from the GPU, and HiCache's host tier (--enable-hierarchical-cache --hicache-size 48)
 keeps them: a higher cache hit rate, the hits served from the host tier.
 
-TTFT is not asserted here. With equal 512-token answers the 16 slots finish in cohorts, and a
-returning user's TTFT is whichever cohort its round joined: the whole cohort's prefill (~2 s) or
-its own (~0.3 s). A millisecond of timing moves a request from one cohort to the other, so TTFT
-here measures the cohorts, not the cache: one CI run read 1.75 s with HiCache against 0.32 s
-without it, at hit rates of 78% and 69%. That an evicted prefix loads from the host faster than
-it is recomputed is checked on an instant clock in tests/sim/test_kv_pool.py
-(test_hicache_reloads_an_evicted_prefix_faster_than_recomputing_it)."""
+TTFT is not asserted here: it does not measure the cache at this size. With equal 512-token
+answers (the preset before) the 16 slots finished in cohorts, and a returning user's TTFT was its
+cohort's prefill (~2 s) or its own (~0.3 s), which a millisecond of timing decides: one CI run
+read 1.75 s with HiCache against 0.32 s without it, at hit rates of 78% and 69%. With answers of
+their own length the cohorts are gone, but a returning user's TTFT is ~0.1 simulated s, ~2 ms of
+wall time at the default clock, and the machine's jitter decides (one run in four read 0.26 s with
+HiCache against 0.10 s without). That an evicted prefix loads from the host faster than it is
+recomputed is checked on an instant clock in tests/sim/test_kv_pool.py
+(test_hicache_reloads_an_evicted_prefix_faster_than_recomputing_it); the preset's TTFT p99 is
+compared run for run by its sweep (docs/benchmark.md, "The capacity presets")."""
 
 from __future__ import annotations
 
@@ -59,7 +62,7 @@ def test_later_rounds_hit_the_cache_and_hicache_keeps_the_evicted_histories(tmp_
     # round k + 1 carries round k's prompt, its answer and a follow-up: longer each round
     mean = {k: sum(r["prompt_tokens"] for r in v) / len(v) for k, v in by_round.items()}
     assert mean[1] < mean[2] < mean[3]
-    assert mean[2] > mean[1] + 256  # the streamed answer (512 tokens) is in the history
+    assert mean[2] > mean[1] + 150  # the streamed answer (150-600 tokens) is in the history
     hits = (tiered.metrics["cache_hit_rate"], plain.metrics["cache_hit_rate"])
     assert hits[0] > hits[1] + 0.04, hits  # the host tier served the evicted histories
     assert tiered.metrics["host_cache_tokens"] > 0 == plain.metrics["host_cache_tokens"]
