@@ -28,6 +28,7 @@ def test_datagen_is_the_seeds_pipeline_at_150_in_flight():
     assert [dict(e) for e in c.search.enqueue] == [
         {"mem_fraction_static": 0.85, "hicache_size": 0},
         {"mem_fraction_static": 0.88, "hicache_size": 48},
+        {"mem_fraction_static": 0.88, "hicache_size": 0},
     ]
     assert spec.benchmark.max_tokens >= 4096 and spec.benchmark.ignore_eos
     flags = server_flags(spec.server)
