@@ -113,7 +113,8 @@ def paired_ratio(trial: dict[int, float], baseline: dict[int, float]) -> Ratio:
 
 
 def _fieller(mx: float, my: float, vx: float, vy: float, vxy: float) -> tuple[float, float]:
-    """Roots in R of (mx - R my)^2 = vx - 2 R vxy + R^2 vy (the v's already carry t^2 / n)."""
+    """Roots in R of (mx - R my)^2 = vx - 2 R vxy + R^2 vy (the v's already carry t^2 / n), the
+    lower one cut at 0: both means are of positive quantities (paired_ratio)."""
     a = my * my - vy
     if a <= 0:  # the baseline's mean is not distinguishable from zero: no bounded interval
         return math.nan, math.nan
