@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 KV_BOUND_USAGE = 0.9
 KV_BOUND_QUEUE = 1.0  # mean #queue-req at or above: requests were waiting
 KV_BOUND_CAP_MARGIN = 1.0  # mean #running-req this far below the cap: the cap did not bind
+# SGLang clips a request's max_new_tokens to this in its admission estimate
+# (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, 0.5.23 environ.py; harness/sim/policy.py).
+CLIP_MAX_NEW_TOKENS = 4096
 
 # /metrics names (0.5.23 observability/metrics_collector.py; 0.5.1 metrics/collector.py).
 RETRACTED_COUNTERS = (
@@ -229,15 +232,32 @@ def kv_bound(
     retractions: float | None,
     running: float | None = None,
     cap: int | None = None,
+    room: bool = False,
 ) -> bool:
     """The rule: any retraction; or requests waiting while the pool was nearly full, or while
-    fewer ran than the request cap (`max_running_requests`, when known) allows."""
+    fewer ran than the request cap (`max_running_requests`, when known) allows and the pool was
+    not roomy enough to rule memory out (`room`: it holds the cap's requests at their whole
+    admission reservation, `admission_room`, so what kept them waiting was the prefill's turn)."""
     if retractions:
         return True
     if (queue or 0.0) < KV_BOUND_QUEUE:
         return False
     below_cap = cap is not None and running is not None and running < cap - KV_BOUND_CAP_MARGIN
-    return (usage or 0.0) >= KV_BOUND_USAGE or below_cap
+    return (usage or 0.0) >= KV_BOUND_USAGE or (below_cap and not room)
+
+
+def admission_room(
+    pool: int | None, cap: int | None, request_tokens: float | None, max_new_tokens: int | None
+) -> bool:
+    """Whether the pool admits `cap` requests whatever their decode reservation: SGLang's
+    PrefillAdder needs a request's prompt plus at most min(max_new_tokens, CLIP_MAX_NEW_TOKENS)
+    (x new_token_ratio <= 1) free, so a pool of cap x (prompt + output + that) tokens never refuses
+    one below the cap (0.5.23 managers/schedule_policy.py; harness/sim/policy.py). Below the cap
+    with a queue, such a pool waited on the prefill (a burst of arrivals taking its turns of
+    --chunked-prefill-size), not on memory. False when any part is unknown."""
+    if not (pool and cap and request_tokens and max_new_tokens):
+        return False
+    return pool >= cap * (request_tokens + min(max_new_tokens, CLIP_MAX_NEW_TOKENS))
 
 
 def pool_tokens(
@@ -262,11 +282,15 @@ _LEVEL_FIELDS = ("token_usage_mean", "running_mean", "queue_mean", "cache_hit_ra
 
 
 def memory_metrics(
-    runs: Sequence[RunSummary], pool: int | None, host: int | None, cap: int | None = None
+    runs: Sequence[RunSummary],
+    pool: int | None,
+    host: int | None,
+    cap: int | None = None,
+    max_new_tokens: int | None = None,
 ) -> dict[str, float]:
     """The trial's memory metrics: the pools, and per level the window means over its complete
     runs (`_c{C}`), unsuffixed at the highest level measured; `cap`: the server's effective
-    max_running_requests (None: unknown)."""
+    max_running_requests, `max_new_tokens`: the requests' (None: unknown)."""
     metrics: dict[str, float] = {}
     if pool is not None:
         metrics["kv_pool_tokens"] = float(pool)
@@ -298,6 +322,7 @@ def memory_metrics(
                 values.get("retractions"),
                 values.get("running_mean"),
                 cap,
+                admission_room(pool, cap, values.get("request_tokens_mean"), max_new_tokens),
             )
             values["kv_bound"] = float(bound)
         metrics.update({f"{k}_c{concurrency}": v for k, v in values.items()})

@@ -136,7 +136,9 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         _judge(result, measured, spec)
         pools = pool_tokens(result.effective, server.log_text(), probe.counters)
         cap = result.effective.get("max_running_requests")  # the request cap, beside the pool
-        result.metrics.update(memory_metrics(measured.runs, *pools, cap))  # KV pool, usage, hits
+        result.metrics.update(  # KV pool, usage, hits
+            memory_metrics(measured.runs, *pools, cap, spec.benchmark.max_tokens)
+        )
         if (behind := simulator_behind(info)) is not None:  # its rates read low (harness.clock)
             result.warnings.append("simulator_behind")
             result.metrics["sim_behind_share"] = round(behind, 4)

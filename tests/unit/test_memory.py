@@ -13,7 +13,14 @@ from harness.logs import (
     parse_prefill_line,
     parse_retract_line,
 )
-from harness.memory import MemoryProbe, kv_bound, memory_metrics, pool_tokens, window_memory
+from harness.memory import (
+    MemoryProbe,
+    admission_room,
+    kv_bound,
+    memory_metrics,
+    pool_tokens,
+    window_memory,
+)
 from harness.results import RequestRecord, RunSummary
 
 # 0.5.23 managers/scheduler_components/metrics_reporter.py::report_prefill_stats (plain pool).
@@ -169,6 +176,38 @@ def test_window_memory_without_prefills_has_no_hit_rate():
 )
 def test_kv_bound_rule(usage, queue, retractions, running, cap, bound):
     assert kv_bound(usage, queue, retractions, running, cap) is bound
+
+
+def test_a_queue_below_the_cap_in_a_roomy_pool_is_not_kv_bound():
+    # The H200 baseline at 64 in flight (capped at 48): 805,439 tokens hold 1,440 requests of
+    # 559, yet decode lines read 44 running and 14 queued while bursts of arrivals took their
+    # prefill turns. Its admission reservation (prompt + min(max_new_tokens, 4096) each) can
+    # never refuse a request below the cap, so memory did not hold them back.
+    assert admission_room(805_439, 48, 559.0, 512)
+    assert not kv_bound(0.09, 13.9, 0, 43.7, 48, room=True)
+    assert kv_bound(0.09, 13.9, 0, 43.7, 48, room=False)  # unknown room: the rule as before
+    # The seeds' pipeline: 116,171 tokens cannot reserve 48 x (6,600 + 4,096).
+    assert not admission_room(116_171, 48, 6600.0, 10240)
+    assert not admission_room(805_439, None, 559.0, 512)  # the cap unknown: not ruled out
+    assert kv_bound(0.55, 60, 0, 20, 48, room=True) is False
+    assert kv_bound(0.94, 60, 0, 20, 48, room=True)  # a full pool is full whatever the room
+    assert kv_bound(0.09, 0, 2, 20, 48, room=True)  # and a retraction is decode out of KV
+
+
+def test_memory_metrics_rules_memory_out_when_the_pool_holds_the_cap():
+    runs = [
+        _run(
+            64,
+            token_usage_mean=0.09,
+            running_mean=43.7,
+            queue_mean=13.9,
+            retractions=0,
+            request_tokens_mean=559.0,
+        ),
+    ]
+    assert memory_metrics(runs, pool=805_439, host=0, cap=48, max_new_tokens=512)["kv_bound"] == 0
+    assert memory_metrics(runs, pool=805_439, host=0, cap=48)["kv_bound"] == 1  # max unknown
+    assert memory_metrics(runs, pool=20_000, host=0, cap=48, max_new_tokens=512)["kv_bound"] == 1
 
 
 def _run(concurrency: int, **memory) -> RunSummary:
