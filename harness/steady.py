@@ -14,11 +14,17 @@ and is recorded with the error CUT, which is neither an error nor a completion.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 
 from harness.metrics import CUT, Timeline
+from harness.results import RequestRecord
 
-__all__ = ["CUT", "is_cut", "keep_in_flight"]
+__all__ = ["CUT", "equal_length_levels", "is_cut", "keep_in_flight"]
+
+# The share of a level's completions with one output length above which its slots finish in
+# waves (docs/benchmark.md, "Equal lengths and waves").
+EQUAL_LENGTH_SHARE = 0.9
 
 
 def is_cut(error: str | None) -> bool:
@@ -75,3 +81,23 @@ async def keep_in_flight(
         if line.points:
             line.record.first_token_s = line.points[0][0]
     return started, cut
+
+
+def equal_length_levels(records: Sequence[RequestRecord]) -> dict[int, int]:
+    """{level: the length} for the levels above 1 whose measured completions nearly all had one
+    output length (every
+    answer cut at max_tokens, or ignore_eos). Requests sent together then finish together, the
+    replacements start together, and the slots stay in waves: a window's rate reads where the
+    waves fall (the prefill of a whole wave, its decode, the client's turnaround for C requests at
+    once) rather than a mixed steady state. Real SGLang does the same; only lengths of their own
+    break the lockstep."""
+    levels: dict[int, list[int]] = {}
+    for r in records:
+        if r.phase == "measure" and r.concurrency > 1 and r.ok:
+            levels.setdefault(r.concurrency, []).append(int(r.completion_tokens or 0))
+    found = {}
+    for level, lengths in sorted(levels.items()):
+        length, count = Counter(lengths).most_common(1)[0]
+        if len(lengths) >= level and count >= EQUAL_LENGTH_SHARE * len(lengths):
+            found[level] = length
+    return found

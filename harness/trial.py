@@ -40,6 +40,7 @@ from harness.redact import recorded_argv, recorded_shell
 from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
 from harness.server import FATAL_GRACE_S, Server
 from harness.spec import TrialSpec
+from harness.steady import equal_length_levels
 
 log = logging.getLogger(__name__)
 BYPASSED_ACCEPT_LEN = 1.05  # at or below, the drafter contributes (almost) nothing
@@ -262,6 +263,9 @@ def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> N
         result.warnings.append("drafter_bypassed")
     if client_bound(measured.runs):
         result.warnings.append("client_bound")  # the client's core, not the server, was the cap
+    if levels := equal_length_levels(measured.records):  # its slots ran in waves there
+        result.warnings.append("equal_lengths")
+        result.metrics.update({f"equal_length_c{c}": float(n) for c, n in levels.items()})
 
 
 def _judge_lossless(

@@ -187,6 +187,20 @@ class ConsoleReporter:
                 "have capped this measurement (client_cpu_* in result.json's runs).",
                 soft_wrap=True,
             )
+        if "equal_lengths" in result.warnings:
+            at = ", ".join(
+                f"{k.removeprefix('equal_length_c')} ({int(v)} tokens)"
+                for k, v in result.metrics.items()
+                if k.startswith("equal_length_c")
+            )
+            console.print(
+                f"{self.indent}[yellow]warning:[/] at {at} in flight nearly every output had the "
+                "same length (cut at max_tokens, or ignore_eos): the slots finish in waves, and "
+                "a window's rate depends on where they fall unless it spans several "
+                "(benchmark.window_completions). Answers of their own length avoid it "
+                '(docs/benchmark.md, "Equal lengths and waves").',
+                soft_wrap=True,
+            )
         if "drafter_bypassed" in result.warnings:
             console.print(
                 f"{self.indent}[bold red]warning:[/] accept length "

@@ -56,3 +56,14 @@ def test_the_trial_line_leads_with_the_objective_and_keeps_the_per_user_speed():
     assert "713.4 ± 40.0 tok/s output at 32 in flight (25.0 tok/s per user)" in text
     assert "1.09× baseline" in text
     assert "run 1/2 @ concurrency 32: 713.4 tok/s output, 25.0 per user" in text
+
+
+def test_the_console_names_the_levels_whose_outputs_ran_in_waves():
+    result = TrialResult("t", "trial", Outcome.OK, "sim", True, 1.0, {}, warnings=["equal_lengths"])
+    result.metrics["equal_length_c32"] = 512.0
+    with console.capture() as captured:
+        ConsoleReporter(simulated=True).trial_done(result, None)
+    text = " ".join(captured.get().split())
+    assert "at 32 (512 tokens) in flight nearly every output had the same length" in text
+    assert "Equal lengths and waves" in text
+

@@ -9,7 +9,7 @@ import pytest
 from harness.metrics import Timeline, steady_window, summarize_run
 from harness.results import RequestRecord
 from harness.spec import BenchmarkSpec
-from harness.steady import is_cut, keep_in_flight
+from harness.steady import equal_length_levels, is_cut, keep_in_flight
 
 
 def fake_sender(lengths, fail=False):
@@ -86,3 +86,22 @@ def test_requests_per_level_above_1_sizes_the_window():
     assert BenchmarkSpec(model="m", concurrency=(1, 8, 64)).window_at(64) == 64
     assert BenchmarkSpec(model="m", concurrency=(4,)).window_at(4) == 16
     assert BenchmarkSpec(model="m", concurrency=(4,), window_completions=5).window_at(4) == 5
+
+
+def _done(concurrency: int, tokens: int, phase: str = "measure") -> RequestRecord:
+    return RequestRecord(phase, 1, concurrency, "p", 0.0, 0.5, 9.0, completion_tokens=tokens)
+
+
+def test_equal_lengths_above_one_in_flight_are_named_with_their_length():
+    cut = [_done(32, 512) for _ in range(31)] + [_done(32, 388)]  # 31 of 32 at the cap
+    natural = [_done(8, 150 + 37 * k) for k in range(16)]  # lengths of their own
+    single = [_done(1, 512) for _ in range(4)]  # one in flight: no waves to form
+    warm = [_done(64, 512, phase="warmup") for _ in range(64)]  # never measured
+    assert equal_length_levels(cut + natural + single + warm) == {32: 512}
+
+
+def test_equal_lengths_need_a_wave_of_completions_and_ninety_percent():
+    assert equal_length_levels([_done(32, 512) for _ in range(31)]) == {}  # fewer than C
+    mostly = [_done(16, 512) for _ in range(14)] + [_done(16, 300), _done(16, 301)]
+    assert equal_length_levels(mostly) == {}  # 14 of 16 (87.5%) is under 90%
+    assert equal_length_levels(mostly + [_done(16, 512) for _ in range(4)]) == {16: 512}
