@@ -134,7 +134,7 @@ def _measured(results: list[TrialResult], ranking: Ranking) -> list[TrialResult]
     return [
         r
         for r in results
-        if r.outcome in (Outcome.OK, Outcome.PRUNED) and ranking.metric in r.metrics
+        if r.outcome in (Outcome.OK, Outcome.PRUNED) and ranking.value(r) is not None
     ]
 
 

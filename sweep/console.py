@@ -123,7 +123,7 @@ class ConsoleReporter:
         value, base = ranking.value(result), ranking.value(ok_base)
         if result.outcome in (Outcome.OK, Outcome.PRUNED) and value is not None:
             line += f"  {fmt_tok_s(result, ranking)} {ranking.unit}"
-            if ranking.level is not None and "tok_s" in result.metrics:
+            if ranking != SINGLE_STREAM and "tok_s" in result.metrics:
                 line += f" ({result.metrics['tok_s']:.1f} tok/s per user)"
             if "accept_len" in result.metrics:
                 line += f", accept len {result.metrics['accept_len']:.2f}"
@@ -241,7 +241,8 @@ def summary_table(
 
     def order(r: TrialResult) -> float:
         measured = r.outcome in (Outcome.OK, Outcome.PRUNED)
-        return r.metrics.get(ranking.metric, -1.0) if measured else -2.0
+        value = ranking.value(r)
+        return (-1.0 if value is None else value) if measured else -2.0
 
     rows = ([baseline] if baseline else []) + sorted(results, key=order, reverse=True)
     for r in rows:
@@ -265,8 +266,8 @@ def summary_table(
             f"[{_OUTCOME_STYLE.get(r.outcome, 'white')}]{r.outcome}[/]",
             fmt_tok_s(r, ranking) if measured or r.outcome is Outcome.DUPLICATE else "-",
             f"{r.metrics['accept_len']:.2f}" if "accept_len" in r.metrics else "-",
-            f"{r.metrics[ranking.metric] / base:.2f}×"
-            if base and ranking.metric in r.metrics
+            f"{ranking.value(r) / base:.2f}×"  # type: ignore[operator]
+            if base and ranking.value(r) is not None
             else "-",
             note,
         ]

@@ -39,10 +39,10 @@ def summary_lines(
         metrics["baseline_tok_s"] = baseline.metrics["tok_s"]  # type: ignore[union-attr]
     if best:
         key = ranking.metric
-        metrics[f"best_{key}"] = best.metrics[key]
+        metrics[f"best_{key}"] = ranking.value(best)  # type: ignore[assignment]
         lines.append(best_line(best, baseline if base_ok else None, ranking))
-        if base_ok and baseline.metrics.get(key):  # type: ignore[union-attr]
-            metrics["best_speedup_vs_baseline"] = best.metrics[key] / baseline.metrics[key]  # type: ignore[union-attr]
+        if base_ok and (base := ranking.value(baseline)):
+            metrics["best_speedup_vs_baseline"] = ranking.value(best) / base  # type: ignore[operator]
             ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))  # type: ignore[arg-type]
             if math.isfinite(ratio.low) and math.isfinite(ratio.high):
                 metrics["best_speedup_vs_baseline_ci95_low"] = ratio.low
@@ -71,9 +71,9 @@ def best_of(
         if r.outcome is Outcome.OK
         and "tok_s" in r.metrics
         and r.name not in (exclude or ())
-        and ranking.metric in r.metrics
+        and ranking.value(r) is not None
     ]
-    return max(ranked, key=lambda r: r.metrics[ranking.metric], default=None)
+    return max(ranked, key=lambda r: ranking.value(r), default=None)  # type: ignore[arg-type,return-value]
 
 
 def wall_time_line(results: list[TrialResult], total_s: float) -> str:
@@ -103,13 +103,15 @@ def wall_time_line(results: list[TrialResult], total_s: float) -> str:
 def best_line(
     best: TrialResult, baseline: TrialResult | None, ranking: Ranking = SINGLE_STREAM
 ) -> str:
-    key = ranking.metric
-    tok, ci = best.metrics[key], best.metrics.get(f"{key}_ci95", float("nan"))
+    tok, ci = ranking.value(best), ranking.ci95(best)
+    ci = float("nan") if ci is None else ci
     config = labels.config_text(best.effective or best.params)
     line = f"\n[bold]Best:[/bold] {best.name} ({config}): {tok:.1f} ± {ci:.1f} {ranking.unit}"
-    if baseline is None or key not in baseline.metrics:
+    base = ranking.value(baseline)
+    if baseline is None or base is None:
         return line
-    base, base_ci = baseline.metrics[key], baseline.metrics.get(f"{key}_ci95", float("nan"))
+    base_ci = ranking.ci95(baseline)
+    base_ci = float("nan") if base_ci is None else base_ci
     ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))
     line += f", {tok / base:.2f}× the baseline ({base:.1f} ± {base_ci:.1f})"
     if math.isfinite(ratio.low) and math.isfinite(ratio.high):

@@ -3,6 +3,8 @@ its level), in the same order as its `Best:` line, not with per-user decode spee
 
 from __future__ import annotations
 
+import pytest
+
 from harness.results import Outcome, RunSummary, TrialResult
 from sweep import console as sweep_console
 from sweep.console import ConsoleReporter, console, summary_table
@@ -67,3 +69,45 @@ def test_the_console_names_the_levels_whose_outputs_ran_in_waves():
     assert "at 32 (512 tokens) in flight nearly every output had the same length" in text
     assert "Equal lengths and waves" in text
 
+
+def profile_trial(name: str, single: float, at64: float) -> TrialResult:
+    """Two runs at 1 and at 64 in flight; run 2 of each level 2% above run 1."""
+    runs = []
+    for k, f in ((1, 1.0), (2, 1.02)):
+        runs.append(RunSummary(k, 1, 2, 0, 4096, single * f, None, single * f, 0.1, None, None))
+        runs.append(RunSummary(k, 64, 64, 0, 9e4, 70.0, 60.0, at64 * f, 0.5, None, None))
+    metrics = {
+        "tok_s": single * 1.01,
+        "tok_s_ci95": 2.0,
+        "output_tok_s_c1": single * 1.01,
+        "output_tok_s_c1_ci95": 2.0,
+        "output_tok_s_c64": at64 * 1.01,
+        "output_tok_s_c64_ci95": 30.0,
+    }
+    return TrialResult(name, "trial", Outcome.OK, "sim", True, 50.0, {}, metrics=metrics,
+                       runs=runs)  # fmt: skip
+
+
+def test_a_weighted_study_ranks_and_names_its_best_by_the_weighted_throughput():
+    from sweep.verdict import best_line, best_of
+
+    objective = Objective("weighted_throughput", 64, levels=[1, 64], weights=[1, 3])
+    ranking = for_objective(objective)
+    assert ranking != SINGLE_STREAM and ranking.metric == "weighted_throughput"
+    tree = profile_trial("trial_0003", single=135.7, at64=3300.0)  # fastest alone, slower loaded
+    chain = profile_trial("trial_0000", single=131.0, at64=3542.0)
+    base = profile_trial("baseline", single=106.4, at64=3224.0)
+    assert best_of([tree, chain], ranking=ranking) is chain
+    assert best_of([tree, chain]) is tree  # by single stream it would be the tree
+    # 0.25 x 1 + 0.75 x 64 for each run: run 2 is 2% above run 1 at both levels.
+    assert ranking.runs(chain) == pytest.approx(
+        {1: 0.25 * 131.0 + 0.75 * 3542.0, 2: 1.02 * (0.25 * 131.0 + 0.75 * 3542.0)}
+    )
+    line = best_line(chain, base, ranking)
+    assert "trial_0000" in line and "tok/s output, weighted over 1/64 in flight" in line
+    assert f"{ranking.value(chain) / ranking.value(base):.2f}× the baseline" in line
+    with console.capture() as out:
+        console.print(summary_table([tree, chain], base, True, ranking=ranking))
+    text = out.get()
+    assert "weighted tok/s output ±95%" in text
+    assert text.index("trial_0000") < text.index("trial_0003")
