@@ -195,13 +195,24 @@ def fmt_speedup(pick: Pick | None) -> str:
     return f"{pick.speedup:.2f}× [{pick.low:.2f}, {pick.high:.2f}]"
 
 
-def table(rows: list[LevelRow], simulated: bool, slo: str = "") -> Table:
-    """The per-level answer on the console: one row per concurrency."""
+def table(
+    rows: list[LevelRow], simulated: bool, slo: str = "", equal_cap: int | None = None
+) -> Table:
+    """The per-level answer on the console: one row per concurrency. `equal_cap`: the request
+    cap the baseline shared with the trials (sweep.study.caps), said where a level is above it."""
     title = "Recommendation per level" + (" — SIMULATED" if simulated else "")
     metric = {r.metric for r in rows if r.concurrency > 1}
     notes = ["tok/s: per-user decode at 1, " + ("per-user" if metric == {"decode_tok_s"} else
              "output (the server's)") + " above; speedup: paired 95% interval"]  # fmt: skip
     notes += [f"limits: {slo}"] if slo else []
+    above = [r.concurrency for r in rows if equal_cap and r.concurrency > equal_cap]
+    if above:
+        notes.append(
+            f"at {', '.join(map(str, above))}: both servers ran {equal_cap} and queued the rest "
+            "(SGLang's cap with speculation, given to the baseline: search.baseline_equal_caps); "
+            "without speculation SGLang would run them all (search.baseline_equal_caps=false "
+            "measures that baseline; server.max_running_requests raises both)"
+        )
     for row in rows:
         if row.excluded:
             notes.append(f"over the limits at {row.concurrency}: {', '.join(row.excluded)}")

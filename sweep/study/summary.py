@@ -166,11 +166,13 @@ def finish(
         ranking=ranking,
         reference=compared.reference if compared is not None else None,
     )
-    table.caption = caps_line(caps(done.results, done.baseline))  # when the caps differ
+    request_caps = caps(done.results, done.baseline)
+    table.caption = caps_line(request_caps)  # when the caps differ
     console.print(table)
     rows = levels.per_level(done.results, done.baseline, objective)
     if len(rows) > 1 or objective.slo:
-        console.print(levels.table(rows, simulated, objective.slo_text()))
+        equal = request_caps["baseline"] if request_caps and request_caps["equal"] else None
+        console.print(levels.table(rows, simulated, objective.slo_text(), equal))
     lines, metrics = summary_lines(
         done.results, done.baseline, done.recheck, exclude=set(over), ranking=ranking
     )

@@ -118,3 +118,15 @@ def test_export_picks_by_the_studys_objective_and_limits_not_always_tok_s():
     assert index == 1 and "objective" in why  # FAST is over the ITL limit
     assert best_by_objective(runs, Objective("tok_s", 64), level=8)[0] == 1
     assert best_by_objective(runs, limited, level=1)[0] == 1
+
+
+def test_the_table_says_where_both_servers_ran_at_the_shared_request_cap():
+    rows = levels.per_level([FAST, STEADY], BASE, Objective("tok_s", 64))
+    with console.capture() as out:
+        console.print(levels.table(rows, True, equal_cap=48))
+    text = " ".join(out.get().split())
+    assert "at 64: both servers ran 48 and queued the rest" in text
+    assert "search.baseline_equal_caps=false" in text
+    with console.capture() as out:  # caps that differ (or none shared): the trials table says so
+        console.print(levels.table(rows, True))
+    assert "queued the rest" not in out.get()
