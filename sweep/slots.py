@@ -149,6 +149,20 @@ class SlotPool:
                     stop_leftover(Path(json.loads(previous)["pid_file"]), self.stop_grace_s)
         return files
 
+    def reap_leftovers(self) -> None:
+        """Stop what dead workers left on this worker's GPUs that no live worker holds, before it
+        exits: otherwise a server whose worker was killed keeps its GPU until some later holder
+        of that GPU happens to take it (a survivor that needed no more trials never does)."""
+        for index, group in enumerate(self.groups):
+            with self._lock:
+                if index in self._busy:
+                    continue
+            files = self._lock_group(group)  # stops a recorded leftover, as before a launch
+            for fh in files or ():
+                fh.seek(0)
+                fh.truncate()
+                fh.close()
+
     def _acquire_port(self) -> tuple[int, IO[str]]:
         for port in range(self.base_port, self.base_port + PORT_RANGE):
             with self._lock:

@@ -120,6 +120,8 @@ class StudyRun:
             console.print(f"[red]error:[/red] {exc}")
             raise SystemExit(1) from None
         finally:
+            if self.pool is not None:  # a killed worker's server on a GPU nobody takes again
+                self.pool.reap_leftovers()
             done = SweepOutcome(
                 status=status,
                 results=list(session.results),
