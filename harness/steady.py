@@ -85,12 +85,11 @@ async def keep_in_flight(
 
 def equal_length_levels(records: Sequence[RequestRecord]) -> dict[int, int]:
     """{level: the length} for the levels above 1 whose measured completions nearly all had one
-    output length (every
-    answer cut at max_tokens, or ignore_eos). Requests sent together then finish together, the
-    replacements start together, and the slots stay in waves: a window's rate reads where the
-    waves fall (the prefill of a whole wave, its decode, the client's turnaround for C requests at
-    once) rather than a mixed steady state. Real SGLang does the same; only lengths of their own
-    break the lockstep."""
+    output length (every answer cut at max_tokens, or ignore_eos). Requests sent together then
+    finish together, the replacements start together, and the slots stay in waves: a window's
+    rate reads where the waves fall (the prefill of a whole wave, its decode, the client's
+    turnaround for C requests at once) rather than a mixed steady state. Real SGLang does the
+    same; only lengths of their own break the lockstep."""
     levels: dict[int, list[int]] = {}
     for r in records:
         if r.phase == "measure" and r.concurrency > 1 and r.ok:

@@ -17,11 +17,8 @@ from typing import Any
 from harness.results import TrialResult
 from harness.stats import objective_runs
 
-# What a weighted objective sums at each level: the RunSummary field and its unit.
-_WEIGHTED = {
-    "weighted_throughput": ("output_tok_s", "tok/s output"),
-    "weighted_speed": ("decode_tok_s", "tok/s per user"),
-}
+# The unit of what a weighted objective sums at each level (its field: Objective.PER_LEVEL).
+_WEIGHTED = {"weighted_throughput": "tok/s output", "weighted_speed": "tok/s per user"}
 
 
 @dataclass(frozen=True)
@@ -45,13 +42,13 @@ class Ranking:
     def unit(self) -> str:
         if self.weighted is not None:
             levels = "/".join(str(c) for c in self.weighted.levels)
-            return f"{_WEIGHTED[self.weighted.name][1]}, weighted over {levels} in flight"
+            return f"{_WEIGHTED[self.weighted.name]}, weighted over {levels} in flight"
         return "tok/s" if self.level is None else f"tok/s output at {self.level} in flight"
 
     @property
     def column(self) -> str:
         if self.weighted is not None:
-            return f"weighted {_WEIGHTED[self.weighted.name][1]} ±95%"
+            return f"weighted {_WEIGHTED[self.weighted.name]} ±95%"
         return "tok/s ±95%" if self.level is None else f"output tok/s @{self.level} ±95%"
 
     def _metrics(self, result: TrialResult) -> dict[str, float]:
@@ -67,7 +64,7 @@ class Ranking:
 
     def runs(self, result: TrialResult) -> dict[int, float]:
         if self.weighted is not None:
-            name = _WEIGHTED[self.weighted.name][0]
+            name = self.weighted.PER_LEVEL[self.weighted.name]
             levels = dict(zip(self.weighted.levels, self.weighted.weights, strict=True))
             by_run: dict[int, dict[int, float]] = {}
             for r in result.runs:

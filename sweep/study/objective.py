@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 
@@ -37,6 +37,11 @@ class Objective:
     load profile: `weighted_throughput`, `weighted_speed`, `per_level_speed` (a Pareto front)."""
 
     CHOICES = ("tok_s", "speedup", "throughput", "tok_s+throughput", *PROFILE)
+    # What a weighted objective sums at each level: the RunSummary field (`<field>_c<C>` metrics).
+    PER_LEVEL: ClassVar[dict[str, str]] = {
+        "weighted_throughput": "output_tok_s",
+        "weighted_speed": "decode_tok_s",
+    }
 
     def __init__(
         self,
@@ -170,10 +175,9 @@ class Objective:
 
     def derived(self, result: TrialResult) -> dict[str, float]:
         """The aggregate (and `_ci95`) a weighted objective reads; {} when a level is missing."""
-        per_level = {"weighted_throughput": "output_tok_s", "weighted_speed": "decode_tok_s"}
-        if self.name not in per_level:
+        if self.name not in self.PER_LEVEL:
             return {}
-        base = per_level[self.name]
+        base = self.PER_LEVEL[self.name]
         values = [result.metrics.get(f"{base}_c{c}") for c in self.levels]
         if any(v is None for v in values):
             return {}
