@@ -8,7 +8,7 @@ COMPAT := .venv-compat
 # SGLang's own argument parser without its GPU stack (shared/reference/install-notes.md): the
 # wheel without dependencies, torch's CPU wheel and the pure-Python modules its parser imports,
 # plus transformers (SGLang's pin) for its bench_serving's tokenizer (tests/compat/stubs shims
-# the rest: sweep/compat_bench.py).
+# the rest: sweep/compat/bench_serving.py).
 COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic \
 	pyzmq tqdm ipython aiohttp transformers==5.19.0
 

@@ -1,7 +1,7 @@
 """The capacity figures (docs/analysis.md): what the KV pool and HiCache did for throughput, from
-the memory each trial recorded (harness.memory: `kv_pool_tokens`, `cache_hit_rate`, `kv_bound`
-and `output_tok_s_c{C}` at the load). `available(df)` lists those the study has the data for; a
-study that never recorded memory (or measured no level above 1) gets neither."""
+the memory each trial recorded (harness.measure.memory: `kv_pool_tokens`, `cache_hit_rate`,
+`kv_bound` and `output_tok_s_c{C}` at the load). `available(df)` lists those the study has the data
+for; a study that never recorded memory (or measured no level above 1) gets neither."""
 
 from __future__ import annotations
 

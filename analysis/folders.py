@@ -1,10 +1,10 @@
 """One row per trial from the self-describing trial folders, without a tracking store.
 
-A sweep writes <results>/<study>/<trial>/ with result.json (`harness.results.TrialResult`),
+A sweep writes <results>/<study>/<trial>/ with result.json (`harness.record.results.TrialResult`),
 tracking.json (experiment, study, parent sweep run, the baseline's tok/s and its runs') and
 provenance.json.
 The rows and values are those the MLflow loader reads back from the upload of the same folders
-(sweep.tracking.Tracker.upload_trial): the MLflow copy derives speedup_vs_baseline, startup_s,
+(sweep.tracking.runs.Tracker.upload_trial): the MLflow copy derives speedup_vs_baseline, startup_s,
 teardown_s and each run's last value (run.<name>_c<level>) from the folder, and so does this.
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 import pandas as pd
 
 from analysis.frame import EMPTY, NUMERIC, PROVENANCE, ROLES, finish
-from harness.layout import ResultsLayout
-from harness.results import RUN_STEP_METRICS, TrialResult
-from harness.stats import speedup_metrics
+from harness.record.layout import ResultsLayout
+from harness.record.results import RUN_STEP_METRICS, TrialResult
+from harness.record.stats import speedup_metrics
 
 log = logging.getLogger(__name__)
-TRACKING_RECORD = "tracking.json"  # written by sweep.tracking before each upload
-PROVENANCE_RECORD = "provenance.json"  # written by sweep.provenance before each launch
+TRACKING_RECORD = "tracking.json"  # written by sweep.tracking.runs before each upload
+PROVENANCE_RECORD = "provenance.json"  # written by sweep.tracking.provenance before each launch
 
 
 def trial_folders(results: Path) -> list[Path]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness import labels
+from harness.record import labels
 
 SPEC = labels.SPECULATION
 NUMERIC = labels.CONFIG_KEYS
 OK = "ok"
 FAILED = ("oom", "predicted_oom", "crash", "known_crash", "timeout", "error")
 ROLES = ("trial", "baseline")  # sweep parents and reproductions are left out
-# Provenance columns and the provenance.json facts they come from (sweep.provenance.tags).
+# Provenance columns and the provenance.json facts they come from (sweep.tracking.provenance.tags).
 PROVENANCE = {
     "config_hash": ("config_hash",),
     "prompts_hash": ("prompts_hash",),

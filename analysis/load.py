@@ -15,7 +15,7 @@ from typing import Literal
 import pandas as pd
 
 from analysis import folders
-from harness.layout import ResultsLayout
+from harness.record.layout import ResultsLayout
 
 Source = Literal["folders", "mlflow"]
 SOURCES: tuple[Source, ...] = ("folders", "mlflow")

@@ -1,6 +1,6 @@
 """One row per trial from an MLflow tracking store: the only analysis module that imports mlflow.
 
-MLflow holds a copy of the trial folders (sweep.tracking uploads them), so this gives the rows
+MLflow holds a copy of the trial folders (sweep.tracking.runs uploads them), so this gives the rows
 `analysis.folders` gives, plus the MLflow run ids; use it for a store on another machine.
 """
 
@@ -40,7 +40,7 @@ def load_mlflow(experiment: str, tracking_uri: str) -> pd.DataFrame:
             "related": tag("specsweep.related"),
             "warning": tag("specsweep.warning"),
             "drafter": raw.get("params.drafter"),
-            # provenance: what was measured, and on what (sweep.provenance)
+            # provenance: what was measured, and on what (sweep.tracking.provenance)
             **{column: tag(f"specsweep.{column}") for column in PROVENANCE},
             "start_time": raw["start_time"],
         }

@@ -26,7 +26,7 @@ from analysis.frame import baseline, measured
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
 from analysis.plots import FIGURES, title
 from analysis.requests import prompt_changes, requests_frame
-from harness.layout import ResultsLayout
+from harness.record.layout import ResultsLayout
 
 COLUMNS = [
     "name",

@@ -3,8 +3,8 @@
 A study's per-request records as one table (one row per request of every trial and baseline,
 warm-up included, from each trial folder's requests.jsonl), and the per-prompt comparison with
 the baseline built on it: which prompts a configuration helps or hurts. Run r of every trial
-sent the same prompts as run r of the baseline (harness.prompt_plan), so each measured prompt
-has a baseline twin.
+sent the same prompts as run r of the baseline (harness.measure.prompt_plan), so each measured
+prompt has a baseline twin.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pandas as pd
 
 from analysis.folders import _experiment, experiments, trial_folders
 from analysis.frame import NUMERIC, ROLES
-from harness import labels
-from harness.layout import ResultsLayout
-from harness.results import TrialResult
+from harness.record import labels
+from harness.record.layout import ResultsLayout
+from harness.record.results import TrialResult
 
 log = logging.getLogger(__name__)
 # The leading columns, in this order; every other field of a record follows (e.g. category).
@@ -125,7 +125,8 @@ def prompt_changes(frame: pd.DataFrame, concurrency: int = 1) -> pd.DataFrame:
 
 def ttft_by_round(frame: pd.DataFrame) -> pd.DataFrame:
     """TTFT of the measured requests that completed, per trial, run and round (multi-round users,
-    harness.rounds: how long a returning user waits as its history grows): count, mean, p99."""
+    harness.measure.rounds: how long a returning user waits as its history grows): count, mean,
+    p99."""
     ok = frame[(frame["phase"] == "measure") & frame["error"].isna() & frame["ttft_s"].notna()]
     grouped = ok.groupby(["trial", "run", "round"])["ttft_s"]
     table = grouped.agg(requests="count", ttft_s_mean="mean")

@@ -98,8 +98,9 @@ def main() -> None:
     if not (Path(tokenizer) / "tokenizer.json").is_file():
         make_tokenizer(Path(tokenizer))
     # SGLang imports triton at module level, so the compat env has an import stub for it
-    # (tests/compat/stubs, as sweep/compat.py uses it); torch and transformers must not see that
-    # stub (they would import its backends): they look for triton first, then the stub goes in.
+    # (tests/compat/stubs, as sweep/compat/parser_check.py uses it); torch and transformers must not
+    # see that stub (they would import its backends): they look for triton first, then the stub goes
+    # in.
     import torch._dynamo  # noqa: F401
     import transformers  # noqa: F401
     from transformers.utils import import_utils

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness.layout import ResultsLayout
-from harness.procs import free_port
-from harness.sglang import CURRENT
+from harness.record.layout import ResultsLayout
+from harness.server.procs import free_port
+from harness.sglang.surfaces import CURRENT
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec, TrialSpec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,10 +16,10 @@ from collections.abc import Callable
 import optuna
 
 from benchmarks._common import ROOT, STUDY, Scratch
-from harness.layout import ResultsLayout
-from harness.procs import free_port
-from harness.results import Outcome, TrialResult
-from sweep.services import launch_mlflow
+from harness.record.layout import ResultsLayout
+from harness.record.results import Outcome, TrialResult
+from harness.server.procs import free_port
+from sweep.services.stores import launch_mlflow
 
 
 def accounted(ctx: Scratch, mlflow_uri: str | None = None) -> tuple[int, int]:

@@ -29,12 +29,12 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.command import server_flags
-from harness.results import Outcome, RunSummary, TrialResult
-from harness.sglang import SPEC_MAX_RUNNING_REQUESTS
+from harness.record.results import Outcome, RunSummary, TrialResult
+from harness.record.stats import summarize
+from harness.server.command import server_flags
+from harness.sglang.speculative import SPEC_MAX_RUNNING_REQUESTS
 from harness.sim.oracle import PROMPT_TOKENS, evaluate, modelled_steady_state
 from harness.spec import EarlyStop, ServerSpec
-from harness.stats import summarize
 from sweep.study.space import DRAFT, STEPS, TOPK
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +83,10 @@ def effective(values: dict) -> dict:
 
 
 def _source_hash() -> str:
-    files = [*sorted((ROOT / "harness/sim").glob("*.py")), ROOT / "harness/sglang.py"]
+    files = [
+        *sorted((ROOT / "harness/sim").rglob("*.py")),
+        *sorted((ROOT / "harness/sglang").glob("*.py")),
+    ]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.read_bytes())
@@ -252,7 +255,7 @@ class Simulation:
 
     def _multi(self, result: TrialResult, values: dict) -> float:
         """Every level on one server start: at 1 as the single-stream runs, above 1 a run of
-        C ramp-up + max(C, 16) window completions per run (harness.steady)."""
+        C ramp-up + max(C, 16) window completions per run (harness.measure.steady)."""
         per = self.land.oracle.multi(values)
         assert per is not None
         seconds = 0.0

@@ -3,14 +3,15 @@
 Against the simulator at known rates (steady machine, no drift; ignore_eos so every request
 makes exactly max_tokens), measures aggregate output tok/s at concurrency 1, 8, 64 and 256 with
 specsweep's client and compares each with the simulator's own engine on an instant clock fed the
-same prompts in the same order: at C=1 the run to completion (`harness.sim.oracle.modelled_load`),
-above 1 the same steady-state window (C requests kept in flight, `window_at(C)` completions after
-C of ramp-up: `harness.sim.oracle.modelled_steady_state`); also the client's CPU seconds per 1,000
-streamed tokens. On the same server, in the same run, SGLang's own `bench_serving` (`--backend
-sglang` on /generate, the random-ids dataset, a word-level tokenizer it builds offline) measures
-the same load; its throughput, TTFT, ITL and CPU per 1,000 tokens are printed beside ours, on the
-server's clock (bench_serving knows no clock scale: its wall-clock numbers are converted). The
-clock scale drops as concurrency grows, so the server keeps up on 2 cores.
+same prompts in the same order: at C=1 the run to completion
+(`harness.sim.oracle.modelled_load`), above 1 the same steady-state window (C requests kept in
+flight, `window_at(C)` completions after C of ramp-up:
+`harness.sim.oracle.modelled_steady_state`); also the client's CPU seconds per 1,000 streamed
+tokens. On the same server, in the same run, SGLang's own `bench_serving` (`--backend sglang` on
+/generate, the random-ids dataset, a word-level tokenizer it builds offline) measures the same load;
+its throughput, TTFT, ITL and CPU per 1,000 tokens are printed beside ours, on the server's clock
+(bench_serving knows no clock scale: its wall-clock numbers are converted). The clock scale drops as
+concurrency grows, so the server keeps up on 2 cores.
 
 bench_serving runs in SGLang's compat env (`make compat`: .venv-compat; --compat-python), through
 benchmarks/_bench_serving_cpu.py, which times its benchmark coroutine alone (not SGLang's import).
@@ -35,11 +36,11 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.bench import Benchmark  # noqa: E402
-from harness.clock import ServerClock  # noqa: E402
-from harness.command import build_server_command, server_flags  # noqa: E402
-from harness.procs import free_port  # noqa: E402
-from harness.server import Server  # noqa: E402
+from harness.measure.bench import Benchmark  # noqa: E402
+from harness.measure.clock import ServerClock  # noqa: E402
+from harness.server.command import build_server_command, server_flags  # noqa: E402
+from harness.server.process import Server  # noqa: E402
+from harness.server.procs import free_port  # noqa: E402
 from harness.sim.oracle import modelled_load, modelled_steady_state  # noqa: E402
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 
@@ -149,7 +150,8 @@ def measure(
         "sim_behind_share": behind,
         # the whole Benchmark.run (client set-up, flush, run): like bench_serving's benchmark()
         "client_cpu_s_per_1k_tokens": round(1000 * cpu / tokens, 4) if tokens else None,
-        # the measured run alone (RunSummary, harness/client_cpu.py): no client set-up, no flush
+        # the measured run alone (RunSummary, harness/measure/client_cpu.py): no client set-up, no
+        # flush
         "run_client_cpu_s_per_1k_tokens": run.client_cpu_s_per_1k_tokens,
         "client_cpu_util": run.client_cpu_util,
         "ttft_ms": {k: round(1000 * v, 2) for k, v in run.ttft_p.items()},

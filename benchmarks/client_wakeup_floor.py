@@ -4,7 +4,7 @@ A paced server (a subprocess) streams chunked SSE events, one small JSON event e
 `--interval` seconds (11 ms: one token per decode step of a real server at concurrency 1), and
 three bare readers take the stream with no HTTP parsing and no JSON, side by side in one run:
 a blocking socket `recv`, an `asyncio.Protocol` on asyncio's own event loop, and the same on
-uvloop (the loop the benchmark client uses, harness/http_stream.py). Their CPU seconds per
+uvloop (the loop the benchmark client uses, harness/measure/http_stream.py). Their CPU seconds per
 1,000 chunks are what one wake-up costs on this machine, before any client work; specsweep's
 client (benchmarks/client_fidelity.py) can only sit above it. Printed as a table and written as
 JSON.
@@ -29,7 +29,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.procs import free_port  # noqa: E402
+from harness.server.procs import free_port  # noqa: E402
 
 SERVER = r"""
 import asyncio, sys, time

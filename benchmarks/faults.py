@@ -42,12 +42,13 @@ from benchmarks._faults_sweep import (  # noqa: E402
     repeated_crash,
     sigkill_resume,
 )
-from harness import gpu, lossless  # noqa: E402
-from harness.command import ServerCommand, build_server_command  # noqa: E402
 from harness.errors import GpuMemoryHeld, ServerError  # noqa: E402
-from harness.procs import processes_mentioning  # noqa: E402
-from harness.results import Outcome  # noqa: E402
-from harness.server import Server  # noqa: E402
+from harness.measure import lossless  # noqa: E402
+from harness.record.results import Outcome  # noqa: E402
+from harness.server import gpu  # noqa: E402
+from harness.server.command import ServerCommand, build_server_command  # noqa: E402
+from harness.server.process import Server  # noqa: E402
+from harness.server.procs import processes_mentioning  # noqa: E402
 from harness.sim.shutdown import LEDGER_ENV  # noqa: E402
 from harness.trial import SilentReporter, run_trial  # noqa: E402
 
@@ -84,7 +85,7 @@ def trial_scenario(expect: Outcome, *faults: str, oom_kind: str | None = None, *
 
 def lossy_outputs(ctx: Scratch) -> dict:
     """A speculative server whose greedy outputs part from the baseline's at token 8: measured,
-    flagged outputs_diverge, the divergence index recorded (harness/lossless.py)."""
+    flagged outputs_diverge, the divergence index recorded (harness/measure/lossless.py)."""
     base = run_trial(ctx.spec(runs=1), ctx.dir / "base")
     reference = ctx.dir / "base" / lossless.FILE
     spec = dataclasses.replace(
@@ -159,9 +160,9 @@ def half_dead_server(ctx: Scratch) -> dict:
 LEFTOVER = """
 import json, os, sys
 from pathlib import Path
-from harness import lossless  # noqa: E402
-from harness.command import ServerCommand
-from harness.server import Server
+from harness.measure import lossless  # noqa: E402
+from harness.server.command import ServerCommand
+from harness.server.process import Server
 argv, port, log, pid_file = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 cmd = ServerCommand(tuple(argv), {}, f"http://127.0.0.1:{port}", "127.0.0.1", port)
 server = Server(cmd, Path(log), ready_timeout_s=60, pid_file=Path(pid_file))

@@ -25,7 +25,7 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from harness.layout import ResultsLayout  # noqa: E402
+from harness.record.layout import ResultsLayout  # noqa: E402
 
 # Eight distinct configurations (topk 1: draft tokens follow the steps), all fit in memory.
 CONFIGS = [(steps, mem) for steps in (1, 2, 3, 4) for mem in (0.7, 0.8)]

@@ -55,7 +55,7 @@ from _search_landscape import (  # noqa: E402
     Simulation,
 )
 
-from harness.results import Outcome, TrialResult  # noqa: E402
+from harness.record.results import Outcome, TrialResult  # noqa: E402
 from harness.spec import EarlyStop  # noqa: E402
 from sweep.study.budget import Budget  # noqa: E402
 from sweep.study.candidates import candidate_for  # noqa: E402

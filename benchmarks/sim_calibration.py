@@ -33,12 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._datagen import datagen, datagen_failures, datagen_table  # noqa: E402
-from harness.bench import Benchmark  # noqa: E402
-from harness.clock import ServerClock  # noqa: E402
-from harness.command import build_server_command  # noqa: E402
 from harness.errors import ServerOOM  # noqa: E402
-from harness.procs import free_port  # noqa: E402
-from harness.server import Server  # noqa: E402
+from harness.measure.bench import Benchmark  # noqa: E402
+from harness.measure.clock import ServerClock  # noqa: E402
+from harness.server.command import build_server_command  # noqa: E402
+from harness.server.process import Server  # noqa: E402
+from harness.server.procs import free_port  # noqa: E402
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 
 NCCL = (("NCCL_PROTO", "LL"), ("NCCL_ALGO", "Ring"), ("NCCL_P2P_LEVEL", "SYS"))

@@ -6,7 +6,7 @@ scale (default 1: wall time, as real SGLang runs; per-token CPU work and the cli
 milliseconds are then what they are on a real server). The quickstart's default
 (engine.clock_scale) should sit where every ratio is still within 5% of 1.00: the latencies hold
 because the simulator stamps each chunk with its virtual time and the client's own share stays
-at wall rate (harness.metrics.restamp, docs/benchmark.md).
+at wall rate (harness.measure.metrics.restamp, docs/benchmark.md).
 
     python benchmarks/sim_clock_fidelity.py [--scales 1 10 50 200] [--max-tokens 1024] [--json]
         [--runs 3] [--requests 2]   (runs x requests measured requests per config and scale: ITL
@@ -28,11 +28,11 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.bench import Benchmark  # noqa: E402
-from harness.clock import ServerClock  # noqa: E402
-from harness.command import build_server_command  # noqa: E402
-from harness.procs import free_port  # noqa: E402
-from harness.server import Server  # noqa: E402
+from harness.measure.bench import Benchmark  # noqa: E402
+from harness.measure.clock import ServerClock  # noqa: E402
+from harness.server.command import build_server_command  # noqa: E402
+from harness.server.process import Server  # noqa: E402
+from harness.server.procs import free_port  # noqa: E402
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec  # noqa: E402
 
 CONFIGS = {

@@ -46,7 +46,7 @@ class ServerOOM(ServerError):
     ):
         super().__init__(message, **kwargs)
         self.mem_fraction_static = mem_fraction_static
-        self.kind = kind  # harness.logs.oom_kind: "gpu", "kv_pool" or "host"
+        self.kind = kind  # harness.server.logs.oom_kind: "gpu", "kv_pool" or "host"
 
 
 class ServerCrashed(ServerError):

@@ -1,8 +1,8 @@
 """Frozen, validated descriptions of what to launch and how to measure it.
 
-The composed Hydra config becomes these dataclasses in one place (`sweep.config`); nothing
+The composed Hydra config becomes these dataclasses in one place (`sweep.config.specs`); nothing
 downstream sees a DictConfig. Each `__post_init__` names the field, the value and the fix.
-Field names follow SGLang's own argument names so that `harness.command` can derive the flags
+Field names follow SGLang's own argument names so that `harness.server.command` can derive the flags
 mechanically.
 """
 
@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.results import RunSummary
-from harness.sglang import CURRENT, EAGLE_FAMILY, VERSIONS, adaptive_unsupported_reason
-from harness.stats import summarize
+from harness.record.results import RunSummary
+from harness.record.stats import summarize
+from harness.sglang.adaptive import adaptive_unsupported_reason
+from harness.sglang.speculative import EAGLE_FAMILY
+from harness.sglang.surfaces import CURRENT, VERSIONS
 from harness.workload import REASONING
 
 ENGINES = ("sim", "sglang")
@@ -80,7 +82,7 @@ class ServerSpec:
     host: str = "127.0.0.1"
     port: int = 30000
     # SGLang's --api-key. Read from the environment variable server.api_key_env names; kept out of
-    # repr and of everything recorded (harness.redact).
+    # repr and of everything recorded (harness.server.redact).
     api_key: str | None = field(default=None, repr=False)
     trust_remote_code: bool = False
     reasoning_parser: str | None = None
@@ -102,8 +104,8 @@ class ServerSpec:
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
-    # SGLang's runtime step adaptation (harness.sglang ADAPTIVE_*; docs/adaptive.md): the config
-    # is a JSON file path (None: SGLang's built-in ADAPTIVE_DEFAULT_CONFIG).
+    # SGLang's runtime step adaptation (harness.sglang.adaptive; docs/adaptive.md): the
+    # config is a JSON file path (None: SGLang's built-in ADAPTIVE_DEFAULT_CONFIG).
     speculative_adaptive: bool = False
     speculative_adaptive_config: str | None = None
     extra_args: tuple[str, ...] = ()
@@ -130,7 +132,8 @@ class ServerSpec:
 
     def _check_adaptive(self) -> None:
         """SGLang serves adaptive only for EAGLE/EAGLE3 at topk 1 and otherwise falls back to
-        static with a warning (harness.sglang.adaptive_unsupported_reason): refused here."""
+        static with a warning (harness.sglang.adaptive.adaptive_unsupported_reason): refused
+        here."""
         if not self.speculative_adaptive:
             _check(
                 self.speculative_adaptive_config is None,
@@ -225,10 +228,10 @@ class BenchmarkSpec:
     # Completions inside a steady-state window at concurrency C > 1 (docs/benchmark.md,
     # "Steady-state throughput"); None: max(C, 16).
     window_completions: int | None = None
-    rounds: int = 1  # > 1: each steady-state slot is a user of this many rounds (harness.rounds)
+    rounds: int = 1  # > 1: each steady-state slot is a user of this many rounds (measure.rounds)
     users: int = 0  # conversations open at once with rounds > 1; 0: one per slot (C)
     # Sampling of every measured request (the lossless check is always greedy): from the model's
-    # config group or its generation_config.json (sweep.config); temperature 0 is greedy.
+    # config group or its generation_config.json (sweep.config.specs); temperature 0 is greedy.
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int | None = None  # None: not sent (SGLang: -1, the whole vocabulary)
@@ -243,8 +246,8 @@ class BenchmarkSpec:
     adaptive: bool = False  # add runs until the 95% interval is within target_ci_pct
     target_ci_pct: float = 2.0
     max_runs: int = 20
-    # The lossless check (harness.lossless): this many prompts, greedy, lossless_max_tokens each,
-    # compared with the baseline's outputs after the measured runs. 0: off.
+    # The lossless check (harness.measure.lossless): this many prompts, greedy, lossless_max_tokens
+    # each, compared with the baseline's outputs after the measured runs. 0: off.
     lossless_check: int = 4
     lossless_max_tokens: int = 256
 
@@ -392,6 +395,6 @@ class TrialSpec:
     pid_file: Path | None = None  # records the live server so a crashed sweep's leftover is found
     drafter_check: str = "static"  # static | deep | off (harness.drafter_gate)
     drafter_cache: Path | None = None  # where drafter verdicts are kept; None: not kept
-    # The baseline's lossless.jsonl (harness.lossless) to compare this trial's outputs with;
+    # The baseline's lossless.jsonl (harness.measure.lossless) to compare this trial's outputs with;
     # None: the outputs are written, not compared (the baseline itself, a single trial).
     lossless_reference: Path | None = None

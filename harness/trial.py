@@ -18,13 +18,6 @@ from typing import Any, Protocol
 
 import httpx
 
-from harness import lossless
-from harness.acceptance import decays
-from harness.bench import Benchmark, BenchmarkResult
-from harness.client import deadline_error, is_aborted
-from harness.client_cpu import client_bound
-from harness.clock import ServerClock, simulator_behind
-from harness.command import ServerCommand, build_server_command
 from harness.drafter_gate import check_drafter
 from harness.errors import (
     MachineNotReady,
@@ -33,14 +26,21 @@ from harness.errors import (
     ServerOOM,
     ServerStartTimeout,
 )
-from harness.lossless import LosslessOutput
-from harness.memory import MemoryProbe, memory_metrics, pool_tokens
-from harness.procs import wait_until
-from harness.redact import recorded_argv, recorded_shell
-from harness.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
-from harness.server import FATAL_GRACE_S, Server
+from harness.measure import lossless
+from harness.measure.acceptance import decays
+from harness.measure.bench import Benchmark, BenchmarkResult
+from harness.measure.client import deadline_error, is_aborted
+from harness.measure.client_cpu import client_bound
+from harness.measure.clock import ServerClock, simulator_behind
+from harness.measure.lossless import LosslessOutput
+from harness.measure.memory import MemoryProbe, memory_metrics, pool_tokens
+from harness.measure.steady import equal_length_levels
+from harness.record.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
+from harness.server.command import ServerCommand, build_server_command
+from harness.server.process import FATAL_GRACE_S, Server
+from harness.server.procs import wait_until
+from harness.server.redact import recorded_argv, recorded_shell
 from harness.spec import TrialSpec
-from harness.steady import equal_length_levels
 
 log = logging.getLogger(__name__)
 BYPASSED_ACCEPT_LEN = 1.05  # at or below, the drafter contributes (almost) nothing
@@ -129,7 +129,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 bench.warm_up()  # recorded, kept out of the measurements
                 for run in bench.schedule():  # repeats: replaced, adaptive, stopped early
                     bench.flush()  # no run reuses another's cache or counters
-                    probe.start_run()  # the window's log lines and counters (harness.memory)
+                    probe.start_run()  # the window's log lines and counters (measure.memory)
                     reporter.run_done(probe.end_run(bench.measure(run)), spec.benchmark.runs)
                 info = _check_after_last_run(server)  # a server that died with the last request
                 measured = bench.result()  # aggregate: means and intervals over the runs
@@ -140,7 +140,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         result.metrics.update(  # KV pool, usage, hits
             memory_metrics(measured.runs, *pools, cap, spec.benchmark.max_tokens)
         )
-        if (behind := simulator_behind(info)) is not None:  # its rates read low (harness.clock)
+        if (behind := simulator_behind(info)) is not None:  # its rates read low (measure.clock)
             result.warnings.append("simulator_behind")
             result.metrics["sim_behind_share"] = round(behind, 4)
         _judge_lossless(result, outputs, spec, folder)
@@ -272,7 +272,8 @@ def _judge_lossless(
     result: TrialResult, outputs: list[LosslessOutput], spec: TrialSpec, folder: Path
 ) -> None:
     """Write this trial's greedy outputs; with the baseline's, record how far each agrees and
-    warn `outputs_diverge` when one parts before DIVERGE_BEFORE_TOKENS (harness.lossless)."""
+    warn `outputs_diverge` when one parts before DIVERGE_BEFORE_TOKENS
+    (harness.measure.lossless)."""
     if not outputs:
         return
     lossless.write(folder / lossless.FILE, outputs)

@@ -3,7 +3,7 @@
 Hydra only loads sweepers from the `hydra_plugins` package; `hydra_plugins/specsweep_sweeper`
 subclasses `SpecsweepSweeperImpl`, so the code lives here. This module checks everything before a
 server starts (`plan`) and hands the sweep to `sweep.study.run`; every trial runs through
-`sweep.jobs`. Hydra's launcher places whole workers only (`worker.count > 1`).
+`sweep.launch.jobs`. Hydra's launcher places whole workers only (`worker.count > 1`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from omegaconf.errors import InterpolationResolutionError
 from rich.markup import escape
 
 from harness.errors import ConfigError, SpecsweepError
-from sweep import provenance
-from sweep.comparisons import check_reference
-from sweep.config import build_trial_spec, check_drafter, setup_key
-from sweep.console import console
-from sweep.jobs import Jobs
-from sweep.launch_check import check_launch_flags
-from sweep.slots import slot_count, worker_gpus
+from sweep.config.specs import build_trial_spec, check_drafter, setup_key
+from sweep.launch.jobs import Jobs
+from sweep.launch.parse_check import check_launch_flags
+from sweep.launch.slots import slot_count, worker_gpus
+from sweep.readout.comparisons import check_reference
+from sweep.readout.console import console
 from sweep.study import memory
 from sweep.study.baseline import baseline_overrides
 from sweep.study.budget import Budget
@@ -35,6 +34,7 @@ from sweep.study.plan import SweepPlan
 from sweep.study.run import StudyRun
 from sweep.study.space import SearchSpace
 from sweep.study.storage import grace_period
+from sweep.tracking import provenance
 
 
 def _interrupt(signum, frame) -> None:
@@ -62,7 +62,7 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     space = SearchSpace.from_config(search.space)
-    try:  # the trial a study without a baseline is compared to (sweep/comparisons.py)
+    try:  # the trial a study without a baseline is compared to (sweep/readout/comparisons.py)
         check_reference(search.get("reference"), space.params)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -73,7 +73,7 @@ class SpecsweepSweeperImpl(Sweeper):
     def __init__(self) -> None:
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
-        self.launcher = None  # Hydra's: places sweep workers (sweep.workers)
+        self.launcher = None  # Hydra's: places sweep workers (sweep.launch.workers)
         self.jobs: Jobs | None = None  # composes and runs every trial
 
     def setup(
@@ -89,7 +89,7 @@ class SpecsweepSweeperImpl(Sweeper):
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.jobs is not None
         if self.config.worker.count > 1:
-            from sweep.workers import launch_workers
+            from sweep.launch.workers import launch_workers
 
             return launch_workers(self, arguments)
         try:

@@ -1,4 +1,4 @@
-"""A study folder of hand-made result.json files (tests of sweep.adaptive_file and its SGLang
+"""A study folder of hand-made result.json files (tests of sweep.adaptive.config_file and its SGLang
 loader check): per level (mean, 95% half-width) and accept length."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks._common import sim_engine  # noqa: F401  (the tests' simulator engine, shared)
-from harness.procs import free_port
+from harness.server.procs import free_port
 from harness.spec import ServerSpec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -31,38 +31,38 @@ ORIGINAL_REASONING = 60
 # (files quoted, task): code files, alone or in pairs, so prompts run 2k to 9k tokens.
 CODE_TASKS = [
     (
-        ["harness/bench.py"],
+        ["harness/measure/bench.py"],
         "Explain what one trial's benchmark does, step by step, and why "
         "counters are read after the flush.",
     ),
     (
-        ["harness/client.py"],
+        ["harness/measure/client.py"],
         "Find the bug: one comparison in this file was changed. Say which "
         "line, what it breaks and the fix.",
         "bug",
     ),
     (
-        ["harness/server.py", "harness/procs.py"],
+        ["harness/server/process.py", "harness/server/procs.py"],
         "Review these two modules: what could leak a "
         "process, and how would you test that it cannot?",
     ),
     (
-        ["harness/metrics.py"],
+        ["harness/measure/metrics.py"],
         "Refactor this module for readability without changing behaviour; "
         "show the new code and explain each change.",
     ),
     (
-        ["harness/stats.py", "harness/results.py"],
+        ["harness/record/stats.py", "harness/record/results.py"],
         "Write pytest tests for the statistics used here: what properties should always hold?",
     ),
     (
-        ["harness/flags.py"],
+        ["harness/server/flags.py"],
         "Find the bug: one comparison in this file was changed. Say which "
         "line, what it breaks and the fix.",
         "bug",
     ),
     (
-        ["harness/sim/perf_model.py"],
+        ["harness/sim/model/perf_model.py"],
         "Explain the performance model's equations in plain words "
         "and say which constant a GPU measurement would calibrate first.",
     ),
@@ -72,32 +72,32 @@ CODE_TASKS = [
         "and what happens to a request the client aborts.",
     ),
     (
-        ["sweep/config.py", "sweep/schema.py"],
+        ["sweep/config/specs.py", "sweep/config/schema.py"],
         "List every validation these modules perform and propose two checks that are missing.",
     ),
     (
-        ["sweep/slots.py", "harness/sim/state.py"],
+        ["sweep/launch/slots.py", "harness/sim/api/state.py"],
         "Find the bug: one comparison in each file "
         "was changed. Say which lines, what they break and the fix.",
         "bug",
     ),
     (
-        ["harness/logs.py", "harness/sglang.py"],
+        ["harness/server/logs.py", "harness/sglang/surfaces.py"],
         "How does this code parse the server's log lines "
         "across SGLang versions? What breaks if a new version renames a field?",
     ),
     (
-        ["sweep/console.py"],
+        ["sweep/readout/console.py"],
         "Rewrite the console output code so it could also emit JSON lines, "
         "keeping the current text output identical.",
     ),
     (
-        ["harness/trial.py", "harness/lossless.py"],
+        ["harness/trial.py", "harness/measure/lossless.py"],
         "Explain the trial recipe and where the "
         "lossless check fits; what would a false alarm look like?",
     ),
     (
-        ["harness/drafter_gate.py", "harness/gpu.py"],
+        ["harness/drafter_gate.py", "harness/server/gpu.py"],
         "Summarise what is checked before a server "
         "starts, and rank the checks by how much GPU time each saves.",
     ),

@@ -1,10 +1,10 @@
 """SGLang's command line as the simulator accepts it, and SGLang's automatic adjustments.
 
 The parser mirrors SGLang's argparse surface for the flags a launch uses (shared/reference/
-sglang.md §1a, §1b), built from the version's facts in `harness.sglang`: the same names, aliases
-and `allow_abbrev=True`, so an unknown flag fails with "unrecognized arguments" and the removed
-`--cuda-graph-max-bs` fails as an ambiguous prefix, both with exit status 2. `resolve` applies
-the adjustments of §2 with SGLang's warning texts.
+sglang.md §1a, §1b), built from the version's facts in `harness.sglang`: the same names,
+aliases and `allow_abbrev=True`, so an unknown flag fails with "unrecognized arguments" and the
+removed `--cuda-graph-max-bs` fails as an ambiguous prefix, both with exit status 2. `resolve`
+applies the adjustments of §2 with SGLang's warning texts.
 """
 
 from __future__ import annotations
@@ -14,22 +14,19 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.sglang import (
-    CURRENT,
+from harness.sglang.speculative import (
     EAGLE_FAMILY,
     SPEC_MAX_RUNNING_REQUESTS,
     TOPK_BACKEND_REFUSAL,
     TOPK_ONE_ONLY_BACKENDS,
-    VERSIONS,
-    Surface,
     canonical_algorithm,
     captured_graph_max_bs,
     forced_draft_tokens,
-    surface,
 )
-from harness.sim.adaptive_args import resolve_adaptive
+from harness.sglang.surfaces import CURRENT, VERSIONS, Surface, surface
 from harness.sim.intake import REASONING
-from harness.sim.profiles import DRAFTERS, HARDWARE, TARGETS
+from harness.sim.model.adaptive_args import resolve_adaptive
+from harness.sim.model.profiles import DRAFTERS, HARDWARE, TARGETS
 
 log = logging.getLogger("sglang.srt.arg_groups")
 

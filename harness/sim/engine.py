@@ -19,15 +19,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.sglang import CURRENT, surface
+from harness.sglang.surfaces import CURRENT, surface
+from harness.sim.capacity.hicache import HostTier
+from harness.sim.capacity.kvpool import KVPool
+from harness.sim.capacity.policy import NewTokenRatio, retract, select_prefill
 from harness.sim.clock import InstantClock, Lag, VirtualClock  # noqa: F401  (re-exported)
-from harness.sim.drift import DRIFT_SIGMA, Drift
-from harness.sim.hicache import HostTier
 from harness.sim.intake import REASONING, build_request
-from harness.sim.kvpool import KVPool
 from harness.sim.loglines import decode_line, prefill_line, retract_line
-from harness.sim.perf_model import PerfModel
-from harness.sim.policy import NewTokenRatio, retract, select_prefill
+from harness.sim.model.drift import DRIFT_SIGMA, Drift
+from harness.sim.model.perf_model import PerfModel
 from harness.sim.request import Chunk, Counters, SimRequest, Totals
 
 log = logging.getLogger("sglang.scheduler")
@@ -233,8 +233,8 @@ class Engine:
         to the engine task. That wall latency is CPU, not the simulated server: on the virtual
         clock it would land `clock_scale` times over in the chunk stamps (TTFT at a fast clock
         read ~10 ms high). The clock goes back to that point so the stamps' server time passes
-        at the clock's rate from there; the client's wall share (harness.metrics.restamp) keeps
-        the latency at wall rate, as against a real server."""
+        at the clock's rate from there; the client's wall share (harness.measure.metrics.restamp)
+        keeps the latency at wall rate, as against a real server."""
         now = self.clock.now()
         if not self.waiting:
             return max(self._t, now)

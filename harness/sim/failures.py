@@ -13,7 +13,7 @@ import os
 import signal
 from collections.abc import Callable
 
-from harness.sglang import surface
+from harness.sglang.surfaces import surface
 from harness.sim.faults import Faults
 
 log = logging.getLogger("sglang.launch_server")

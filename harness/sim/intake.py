@@ -7,10 +7,10 @@ import random
 import time
 from typing import Any
 
-from harness.sim.perf_model import sampled_acceptance
+from harness.sim.capacity.tokens import prompt_ids, render
+from harness.sim.model.perf_model import sampled_acceptance
 from harness.sim.request import SimRequest
 from harness.sim.text import stable_hash
-from harness.sim.tokens import prompt_ids, render
 
 # A reasoning model thinks for one to a few thousand tokens on the bundled prompts (median ~1200,
 # so 2048 tokens finish most chains and 512 cuts nearly all, as the seeds saw): the lognormal's

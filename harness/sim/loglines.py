@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.sim.policy import Admitted
+from harness.sim.capacity.policy import Admitted
 
 Engine = Any  # harness.sim.engine.Engine (which imports this module)
 

@@ -18,9 +18,9 @@ from dataclasses import replace
 
 import uvicorn
 
-from harness.sglang import CURRENT, LEGACY, READY_LINE, surface
-from harness.sim.app import ServerState, create_app
-from harness.sim.capacity import engine_capacity
+from harness.sglang.surfaces import CURRENT, LEGACY, READY_LINE, surface
+from harness.sim.api.app import ServerState, create_app
+from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, reported_args, resolve, sglang_version_of
 from harness.sim.engine import Engine, VirtualClock
 from harness.sim.failures import (
@@ -31,9 +31,9 @@ from harness.sim.failures import (
     runtime_death,
 )
 from harness.sim.faults import Faults
+from harness.sim.model.perf_model import MemoryPlan, PerfModel
+from harness.sim.model.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
 from harness.sim.oracle import build_model
-from harness.sim.perf_model import MemoryPlan, PerfModel
-from harness.sim.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
 from harness.sim.shutdown import Scheduler, install_sigterm
 
 log = logging.getLogger("sglang.launch_server")

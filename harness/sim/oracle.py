@@ -16,11 +16,11 @@ from typing import Any
 
 from drafter.checkpoint import CheckpointError, DrafterCheckpoint
 from drafter.checks import footprint as drafter_footprint
-from harness.sim.adaptive import adaptive_model
-from harness.sim.capacity import engine_capacity
+from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, resolve, sglang_version_of
-from harness.sim.perf_model import Deployment, PerfModel, Speculation
-from harness.sim.profiles import (
+from harness.sim.model.adaptive import adaptive_model
+from harness.sim.model.perf_model import Deployment, PerfModel, Speculation
+from harness.sim.model.profiles import (
     DRAFTERS,
     EAGLE3_37K_TTT5,
     HARDWARE,
@@ -243,10 +243,10 @@ def modelled_steady_state(
     ignore_eos: bool = False,  # every request makes exactly max_tokens (benchmarks/client_fidelity)
 ) -> LoadResult:
     """The served simulator's engine on an instant clock, without drift, fed as the steady-state
-    benchmark feeds it (`harness.steady`): `concurrency` slots, each sending the next of
+    benchmark feeds it (`harness.measure.steady`): `concurrency` slots, each sending the next of
     `prompts` (in order, greedy, natural lengths) the moment its previous request ended. The
     rate is of the tokens emitted between the C-th completion and `completions` later, as
-    `harness.metrics.steady_window` defines the window; `requests` is the completions in it.
+    `harness.measure.metrics.steady_window` defines the window; `requests` is the completions in it.
     `prompts`: strings, or chat message lists (role/content dicts) whose shared prefixes and
     multi-turn history reach the radix cache; the capacity fields (token usage, running,
     queued, cache hit rate, retractions) are over the same window. With --stream-interval N in

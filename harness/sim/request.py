@@ -39,7 +39,7 @@ class SimRequest:
     text_seed: int = 0  # what its words are drawn from: the prompt alone when greedy
     lossy_after: int | None = None  # fault injection: tokens from this index on differ
     received_wall: float = 0.0  # time.monotonic() at receipt: the chunks' sim_wall_s count from it
-    ids: tuple[int, ...] = ()  # prompt token ids (harness.sim.tokens): what the radix cache keys
+    ids: tuple[int, ...] = ()  # prompt token ids (sim.capacity.tokens): what the radix cache keys
     ignore_eos: bool = False
     node: Any = None  # the radix node it holds locked while running (kvpool)
     in_tree: int = 0  # tokens of its sequence in the tree (prompt, and decoded ones re-prefilled)

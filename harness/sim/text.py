@@ -61,7 +61,7 @@ def stable_hash(text: str) -> int:
 
 
 _VOCAB = _THINK + _ANSWER  # a token id is its index here
-VOCAB = tuple(dict.fromkeys(_VOCAB))  # its distinct words (sweep.compat_bench's tokenizer)
+VOCAB = tuple(dict.fromkeys(_VOCAB))  # its distinct words (sweep.compat.bench_serving's tokenizer)
 
 
 def token_id(seed: int, index: int, thinking: bool) -> int:

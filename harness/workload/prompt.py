@@ -10,4 +10,4 @@ class Prompt:
     id: str
     messages: tuple[dict[str, str], ...]
     category: str = ""  # math, code, long_context, ... ("" when the file names none)
-    round: int = 1  # a multi-round user's turn (harness.rounds): 1 is a conversation's first
+    round: int = 1  # a multi-round user's turn (measure.rounds): 1 is a conversation's first

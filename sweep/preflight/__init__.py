@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     from hydra import compose, initialize_config_dir
     from rich.markup import escape
 
-    from sweep.app import CONF_DIR
-    from sweep.console import console
+    from sweep.launch.app import CONF_DIR
+    from sweep.readout.console import console
 
     overrides = sys.argv[1:] if argv is None else argv
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

@@ -9,20 +9,20 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.command import engine_program
 from harness.drafter_gate import cached_snapshot, drafter_problems, hf_cache_root, is_hub_id
 from harness.errors import ConfigError
-from harness.flags import (
+from harness.record.layout import ResultsLayout
+from harness.server.command import engine_program
+from harness.server.flags import (
     Python,
     engine_python,
     installed_sglang_version,
     probe_sglang,
     surface_of,
 )
-from harness.gpu import gpu_inventory, gpu_processes
-from harness.layout import ResultsLayout
-from harness.sglang import CURRENT, LEGACY
-from sweep.app import CONF_DIR
+from harness.server.gpu import gpu_inventory, gpu_processes
+from harness.sglang.surfaces import CURRENT, LEGACY
+from sweep.launch.app import CONF_DIR
 from sweep.preflight.check import Check
 from sweep.study.space import SearchSpace
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import httpx
 from omegaconf import DictConfig
 
-from harness.layout import ResultsLayout
-from harness.procs import leftover_pid, port_is_free
+from harness.record.layout import ResultsLayout
+from harness.server.procs import leftover_pid, port_is_free
 from harness.tls import tls_context
 from sweep.preflight.check import Check
 from sweep.study.space import space_hash
 from sweep.study.storage import ensure_schema, redact_url
-from sweep.tracking import resolve_sqlite_uri
+from sweep.tracking.runs import resolve_sqlite_uri
 
 
 def check_network(cfg: DictConfig) -> Check:

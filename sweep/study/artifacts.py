@@ -22,8 +22,8 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
-from harness.layout import ResultsLayout
-from harness.results import Outcome
+from harness.record.layout import ResultsLayout
+from harness.record.results import Outcome
 from sweep.study import levels
 from sweep.study.objective import Objective
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.layout import stamp
-from harness.results import Outcome, TrialResult
-from harness.stats import objective_runs
-from sweep.console import console
+from harness.record.layout import stamp
+from harness.record.results import Outcome, TrialResult
+from harness.record.stats import objective_runs
+from sweep.readout.console import console
 from sweep.study.session import CLAIM_POLL_S, StudySession
 
 _BASELINE_KEYS = ("drafter", "server.speculative_")
@@ -46,7 +46,8 @@ class Baseline:
 
     @property
     def runs(self) -> dict[int, float] | None:
-        """tok/s per run number (harness.stats.objective_runs): pairs for the speedup's interval."""
+        """tok/s per run number (harness.record.stats.objective_runs): pairs for the speedup's
+        interval."""
         if self.result is None or self.tok_s is None:
             return None
         return objective_runs(self.result.runs)

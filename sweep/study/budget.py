@@ -15,7 +15,7 @@ import math
 
 from optuna.trial import FrozenTrial
 
-from harness.results import TrialResult
+from harness.record.results import TrialResult
 from sweep.study.records import NOT_LAUNCHED
 
 # With a budget, the sweep also stops after this many proposals in a row that launched nothing

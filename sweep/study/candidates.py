@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.sglang import (
+from harness.sglang.speculative import (
     SPEC_MAX_RUNNING_REQUESTS,
     canonical_algorithm,
     captured_graph_max_bs,

@@ -1,18 +1,18 @@
 """Equal caps: whether the baseline ran with the speculative trials' max_running_requests.
 
 SGLang resets an unset max_running_requests to 48 when speculation is on (0.5.23
-`srt/arg_groups/speculative_hook.py`; harness.sglang.SPEC_MAX_RUNNING_REQUESTS) and leaves the
-baseline's sized from its KV pool, so by default the baseline gets the same 48
-(`search.baseline_equal_caps`, sweep.config.build_server_spec). When the caps still differ (the
-key off, or max_running_requests set or searched), the summary says so and by how much: above the
-smaller cap the two servers queue differently and their throughputs are not comparable.
+`srt/arg_groups/speculative_hook.py`; harness.sglang.speculative.SPEC_MAX_RUNNING_REQUESTS) and
+leaves the baseline's sized from its KV pool, so by default the baseline gets the same 48
+(`search.baseline_equal_caps`, sweep.config.specs.build_server_spec). When the caps still differ
+(the key off, or max_running_requests set or searched), the summary says so and by how much: above
+the smaller cap the two servers queue differently and their throughputs are not comparable.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.results import Outcome, TrialResult
+from harness.record.results import Outcome, TrialResult
 
 UNCAPPED = "unset (SGLang sizes it from the KV pool)"
 

@@ -20,7 +20,7 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from harness.procs import pid_alive
+from harness.server.procs import pid_alive
 
 log = logging.getLogger(__name__)
 _metadata = sa.MetaData()

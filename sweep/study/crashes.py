@@ -9,9 +9,9 @@ Optuna as infeasible (constraint `crash` > 0, like an OOM), and no proposal of i
 again (`known_crash`, `sweep.study.driver`).
 
 The signature is the outcome plus the first line of the log that says why: the exception line of
-a traceback (`ValueError: ...`), else the first fatal line (`harness.logs`), else the harness's
-own message; with timestamps, pids, addresses and numbers taken out, so two runs of the same
-failure compare equal.
+a traceback (`ValueError: ...`), else the first fatal line (`harness.server.logs`), else the
+harness's own message; with timestamps, pids, addresses and numbers taken out, so two runs of the
+same failure compare equal.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections import Counter
 
 from optuna.trial import FrozenTrial
 
-from harness.logs import is_fatal_line
-from harness.results import Outcome, TrialResult
+from harness.record.results import Outcome, TrialResult
+from harness.server.logs import is_fatal_line
 
 FAILED = (Outcome.CRASH, Outcome.TIMEOUT)  # failures that may be deterministic
 REPEATS = 2  # the same failure this many times: not launched again

@@ -26,8 +26,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from harness.procs import pid_alive
-from harness.results import Outcome, TrialResult
+from harness.record.results import Outcome, TrialResult
+from harness.server.procs import pid_alive
 from sweep.study import crashes, storage
 from sweep.study.budget import gpu_hours
 from sweep.study.candidates import Candidate

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial
 
-from harness.results import Outcome
+from harness.record.results import Outcome
 from sweep.study.candidates import Candidate, predicts_oom
 
 STARTED = (Outcome.OK, Outcome.PRUNED)  # the server came up at this fraction

@@ -5,8 +5,8 @@ limits at C (search.slo; a limit set at another level does not apply here) are r
 level's metric: per-user decode tok/s at C = 1, output tok/s (what the server delivers) above,
 and per-user decode tok/s at every level when the study optimises per-user speed. The best one
 is recommended only if it beats the baseline beyond noise: the lower end of its paired 95%
-speedup interval (run r of both sent the same prompts, harness.stats.paired_ratio) above 1, or,
-without pairs, its lower bound above the baseline's upper bound. Otherwise the answer at C is
+speedup interval (run r of both sent the same prompts, harness.record.stats.paired_ratio) above 1,
+or, without pairs, its lower bound above the baseline's upper bound. Otherwise the answer at C is
 "speculation off": no configuration beat the baseline's interval there.
 
 `per_level(...)` gives the rows; `as_dict` is what the summary JSON, MLflow's parent run
@@ -21,9 +21,9 @@ from typing import Any
 
 from rich.table import Table
 
-from harness import labels
-from harness.results import Outcome, RunSummary, TrialResult
-from harness.stats import paired_ratio, summarize
+from harness.record import labels
+from harness.record.results import Outcome, RunSummary, TrialResult
+from harness.record.stats import paired_ratio, summarize
 from sweep.study.objective import Objective
 
 OFF = "speculation off"

@@ -35,7 +35,7 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from harness.labels import DRAFT, STEPS, TOPK
+from harness.record.labels import DRAFT, STEPS, TOPK
 from sweep.study.candidates import Candidate
 from sweep.study.feasibility import STARTED, Feasibility, group_of
 

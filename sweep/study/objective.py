@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 
-from harness.results import TrialResult
+from harness.record.results import TrialResult
 
 PROFILE = ("weighted_throughput", "weighted_speed", "per_level_speed")
 SLO_METRICS = tuple(f"{k}_ms_p{p}" for k in ("ttft", "itl", "tpot") for p in (50, 90, 99))

@@ -16,8 +16,8 @@ from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
-from harness.layout import ResultsLayout
-from sweep.console import console
+from harness.record.layout import ResultsLayout
+from sweep.readout.console import console
 from sweep.study import memory
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
@@ -30,7 +30,7 @@ from sweep.study.storage import (
     stale_callback,
     storage_url,
 )
-from sweep.tracking import Tracker, resolve_sqlite_uri
+from sweep.tracking.runs import Tracker, resolve_sqlite_uri
 
 LOCAL_LEASE_S = 600.0  # claims without heartbeats (sqlite): a dead sweep's expire after this
 

@@ -16,7 +16,8 @@ class SweepPlan:
     setup_key: str  # what a measurement depends on besides the searched values (config.setup_key)
     gpus: tuple[str, ...]  # this worker's GPUs
     slots: int  # trials side by side, each on model.tp of the GPUs
-    # what the engine runs on (sweep.provenance.software), part of setup_key; each trial records it
+    # what the engine runs on (sweep.tracking.provenance.software), part of setup_key; each trial
+    # records it
     software: dict[str, str | None] = field(default_factory=dict)
 
     @property

@@ -13,8 +13,8 @@ from typing import Any
 from omegaconf import DictConfig
 from optuna.trial import FrozenTrial
 
-from harness.results import Outcome, TrialResult
-from sweep import provenance
+from harness.record.results import Outcome, TrialResult
+from sweep.tracking import provenance
 
 # Recorded without a server start: they cost no launch and no wall time.
 NOT_LAUNCHED = (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH, Outcome.INVALID)

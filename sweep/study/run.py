@@ -18,16 +18,16 @@ import optuna
 from omegaconf import DictConfig
 
 from harness.errors import MachineNotReady
-from harness.layout import stamp
-from harness.prompts import load_prompts
-from harness.results import Outcome, TrialResult
-from sweep import adaptive
-from sweep.benchmark_line import runs_line, workload_line
-from sweep.config import build_benchmark_spec
-from sweep.console import console, software_notice
-from sweep.jobs import Jobs
-from sweep.provenance import software_changes
-from sweep.slots import SlotPool
+from harness.record.layout import stamp
+from harness.record.results import Outcome, TrialResult
+from harness.workload import load_prompts
+from sweep.adaptive import head_to_head as adaptive
+from sweep.config.specs import build_benchmark_spec
+from sweep.launch.jobs import Jobs
+from sweep.launch.slots import SlotPool
+from sweep.launch.workers import shares_node
+from sweep.readout.benchmark_line import runs_line, workload_line
+from sweep.readout.console import console, software_notice
 from sweep.study import opening
 from sweep.study.baseline import Baseline
 from sweep.study.driver import SearchDriver
@@ -37,7 +37,7 @@ from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
 from sweep.study.summary import SweepOutcome, finish
 from sweep.study.trials import TrialLoop
-from sweep.workers import shares_node
+from sweep.tracking.provenance import software_changes
 
 _FINISHED = (
     optuna.trial.TrialState.COMPLETE,

@@ -9,15 +9,15 @@ from pathlib import Path
 import optuna
 from omegaconf import DictConfig
 
-from harness.results import TrialResult
-from sweep.console import ConsoleReporter
-from sweep.jobs import Jobs
-from sweep.ranking import for_objective
-from sweep.slots import SlotPool
+from harness.record.results import TrialResult
+from sweep.launch.jobs import Jobs
+from sweep.launch.slots import SlotPool
+from sweep.readout.console import ConsoleReporter
+from sweep.readout.ranking import for_objective
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
 from sweep.study.plan import SweepPlan
-from sweep.tracking import Tracker
+from sweep.tracking.runs import Tracker
 
 CLAIM_POLL_S = 0.5  # how often a worker waiting for another's evaluation looks again
 

@@ -16,11 +16,11 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
-from harness import labels
 from harness.errors import ConfigError
-from harness.labels import DRAFT, STEPS, TOPK
-from harness.sglang import draft_tree_capacity, forced_draft_tokens
-from sweep.schema import ServerConfig
+from harness.record import labels
+from harness.record.labels import DRAFT, STEPS, TOPK
+from harness.sglang.speculative import draft_tree_capacity, forced_draft_tokens
+from sweep.config.schema import ServerConfig
 
 _SERVER_KEYS = set(ServerConfig.__dataclass_fields__)
 ADAPTIVE = "speculative_adaptive"  # server.speculative_adaptive (docs/adaptive.md)

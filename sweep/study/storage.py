@@ -28,8 +28,8 @@ from optuna.trial import FrozenTrial
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from harness.errors import ConfigError
-from harness.redact import redact_url_passwords
-from sweep.tracking import resolve_sqlite_uri
+from harness.server.redact import redact_url_passwords
+from sweep.tracking.runs import resolve_sqlite_uri
 
 
 def redact_url(url: str) -> str:

@@ -13,20 +13,20 @@ from pathlib import Path
 import optuna
 from omegaconf import DictConfig
 
-from harness.layout import ResultsLayout
-from harness.results import Outcome, TrialResult
-from harness.stats import objective_runs, speedup_metrics
-from sweep import comparisons
-from sweep.console import console, summary_table
-from sweep.ranking import for_objective
+from harness.record.layout import ResultsLayout
+from harness.record.results import Outcome, TrialResult
+from harness.record.stats import objective_runs, speedup_metrics
+from sweep.readout import comparisons
+from sweep.readout.console import console, summary_table
+from sweep.readout.ranking import for_objective
+from sweep.readout.verdict import best_of, summary_lines, wall_time_line
 from sweep.study import levels
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import caps, caps_line
 from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
-from sweep.tracking import Tracker, resolve_sqlite_uri
-from sweep.verdict import best_of, summary_lines, wall_time_line
+from sweep.tracking.runs import Tracker, resolve_sqlite_uri
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def sweep_metrics(done: SweepOutcome, metrics: dict[str, float]) -> dict[str, fl
 
 def speedups(done: SweepOutcome) -> dict[str, dict[str, float]]:
     """Each measured trial's speedup_vs_baseline with its paired 95% interval (_ci95_low/_high;
-    harness.stats.paired_ratio): run r of a trial and of the baseline sent the same prompts."""
+    harness.record.stats.paired_ratio): run r of a trial and of the baseline sent the same
+    prompts."""
     base = done.baseline
     if base is None or base.outcome is not Outcome.OK or "tok_s" not in base.metrics:
         return {}
@@ -107,7 +108,7 @@ def write_summary(
         "metrics": metrics,
         "speedups": speedups(done),
         # Without a baseline: each trial against search.reference, and the one-knob pairs
-        # (sweep.comparisons), run for run
+        # (sweep.readout.comparisons), run for run
         "comparisons": compared.as_dict() if compared is not None else None,
         # The load profile and latency limits the study ranked by (sweep.study.objective)
         "objective_detail": objective_detail(objective) if objective else None,

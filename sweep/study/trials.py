@@ -18,12 +18,12 @@ from pathlib import Path
 
 import optuna
 
-from harness import lossless
 from harness.errors import ConfigError
-from harness.results import Outcome, TrialResult
-from harness.server import stop_all
-from sweep.config import build_trial_spec
-from sweep.console import console
+from harness.measure import lossless
+from harness.record.results import Outcome, TrialResult
+from harness.server.process import stop_all
+from sweep.config.specs import build_trial_spec
+from sweep.readout.console import console
 from sweep.study import records, storage
 from sweep.study.baseline import Baseline
 from sweep.study.budget import MAX_IDLE_PROPOSALS, Budget, spent
@@ -238,8 +238,8 @@ class TrialLoop:
         self.session.log(result, self.baseline.tok_s, self.baseline.runs)
 
     def _lossless_overrides(self) -> list[str]:
-        """The baseline's greedy outputs, for the trial's lossless check (harness.lossless); none
-        when its folder is not on this node (measured elsewhere) or it wrote none."""
+        """The baseline's greedy outputs, for the trial's lossless check (harness.measure.lossless);
+        none when its folder is not on this node (measured elsewhere) or it wrote none."""
         baseline = self.baseline.result
         if baseline is None or baseline.outcome is not Outcome.OK:
             return []

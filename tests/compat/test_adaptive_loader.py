@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from harness.sglang import ADAPTIVE_DEFAULT_CONFIG
-from sweep.adaptive import compat_python
-from sweep.adaptive_file import Study, disagreements, measured_config, validate_with_sglang
+from harness.sglang.adaptive import ADAPTIVE_DEFAULT_CONFIG
+from sweep.adaptive.config_file import Study, disagreements, measured_config, validate_with_sglang
+from sweep.adaptive.head_to_head import compat_python
 from tests.adaptive_study import make_study
 
 PYTHON = compat_python()

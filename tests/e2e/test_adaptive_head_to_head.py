@@ -13,8 +13,8 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.procs import free_port
-from sweep.adaptive import compat_python
+from harness.server.procs import free_port
+from sweep.adaptive.head_to_head import compat_python
 from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import sweep
 

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 from analysis.load import load_runs
 from analysis.plots import FIGURES
 from analysis.report import write_report
-from harness.procs import free_port, processes_mentioning
+from harness.server.procs import free_port, processes_mentioning
 from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import sweep
 

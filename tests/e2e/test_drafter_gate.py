@@ -7,7 +7,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.procs import free_port
+from harness.server.procs import free_port
 from tests.drafter_factory import HIDDEN, make_drafter
 from tests.e2e.test_sweep_cli import sweep
 

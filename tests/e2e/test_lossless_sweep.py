@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness.procs import free_port
+from harness.server.procs import free_port
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis.load import load_runs
-from harness.procs import free_port
+from harness.server.procs import free_port
 from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import sweep
 

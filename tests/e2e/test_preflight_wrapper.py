@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from harness.procs import free_port
+from harness.server.procs import free_port
 from tests.conftest import ROOT
 from tests.drafter_factory import make_drafter
 from tests.e2e.test_sweep_cli import sweep

@@ -17,9 +17,9 @@ from analysis.load import load_runs
 from analysis.report import main as report_main
 from analysis.requests import main as requests_main
 from analysis.requests import prompt_changes
-from harness.procs import free_port
-from harness.results import read_requests
-from sweep.verdict import ratio_interval
+from harness.record.results import read_requests
+from harness.server.procs import free_port
+from sweep.readout.verdict import ratio_interval
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e

@@ -13,8 +13,8 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.procs import free_port, processes_mentioning
-from sweep.services import launch_mlflow
+from harness.server.procs import free_port, processes_mentioning
+from sweep.services.stores import launch_mlflow
 from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import SMALL, sweep
 

@@ -13,7 +13,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from harness.procs import free_port
+from harness.server.procs import free_port
 from tests.e2e.test_sweep_cli import sweep
 
 pytestmark = pytest.mark.e2e

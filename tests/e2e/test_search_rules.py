@@ -14,7 +14,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.procs import free_port, processes_mentioning
+from harness.server.procs import free_port, processes_mentioning
 from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import SMALL, sweep
 

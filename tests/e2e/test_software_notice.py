@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from harness.procs import free_port
-from sweep import provenance
+from harness.server.procs import free_port
+from sweep.tracking import provenance
 from tests.e2e.test_sweep_cli import sweep
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.procs import free_port, processes_mentioning
+from harness.server.procs import free_port, processes_mentioning
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e

@@ -26,11 +26,11 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.errors import ConfigError
-from harness.procs import free_port
-from sweep.app import CONF_DIR
-from sweep.config import build_trial_spec, check_drafter, setup_key
-from sweep.launch_check import check_launch_flags
-from sweep.slots import slot_count, worker_gpus
+from harness.server.procs import free_port
+from sweep.config.specs import build_trial_spec, check_drafter, setup_key
+from sweep.launch.app import CONF_DIR
+from sweep.launch.parse_check import check_launch_flags
+from sweep.launch.slots import slot_count, worker_gpus
 from sweep.study.baseline import baseline_overrides
 from sweep.sweeper import check_search
 from tests.conftest import ROOT

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from hydra import compose, initialize_config_dir
 
-from harness.command import server_flags
-from harness.prompt_plan import check_fits
-from harness.prompts import load_prompts
-from sweep.app import CONF_DIR
-from sweep.config import build_trial_spec
+from harness.measure.prompt_plan import check_fits
+from harness.server.command import server_flags
+from harness.workload import load_prompts
+from sweep.config.specs import build_trial_spec
+from sweep.launch.app import CONF_DIR
 
 
 def cfg(*overrides: str):

@@ -1,5 +1,5 @@
 """Issue 15: every measured run records the client's own CPU time, and a trial whose client was
-the bottleneck says so (`client_bound`, harness/client_cpu.py)."""
+the bottleneck says so (`client_bound`, harness/measure/client_cpu.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from harness import client_cpu
-from harness.client_cpu import CLIENT_BOUND_UTIL, client_bound
-from harness.results import Outcome, RunSummary, TrialResult
+from harness.measure import client_cpu
+from harness.measure.client_cpu import CLIENT_BOUND_UTIL, client_bound
+from harness.record.results import Outcome, RunSummary, TrialResult
 from harness.trial import run_trial
 from tests.integration.test_trial_faults import trial
 
@@ -48,7 +48,7 @@ def test_each_run_records_the_clients_cpu_and_a_busy_client_is_warned(tmp_path, 
 
 
 def test_the_console_says_the_client_was_the_bottleneck():
-    from sweep import console as sweep_console
+    from sweep.readout import console as sweep_console
 
     result = TrialResult(
         "t", "trial", Outcome.OK, "sim", True, 1.0, {}, runs=[run(0.93)], warnings=["client_bound"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from hydra import compose, initialize_config_dir
 
-from harness.command import server_flags
-from sweep.app import CONF_DIR
-from sweep.config import build_trial_spec
-from sweep.ranking import for_objective
+from harness.server.command import server_flags
+from sweep.config.specs import build_trial_spec
+from sweep.launch.app import CONF_DIR
+from sweep.readout.ranking import for_objective
 from sweep.study.objective import Objective
 
 

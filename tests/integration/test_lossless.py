@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from harness import lossless
-from harness.lossless import LosslessOutput, compare
-from harness.results import Outcome, TrialResult
+from harness.measure import lossless
+from harness.measure.lossless import LosslessOutput, compare
+from harness.record.results import Outcome, TrialResult
 from harness.spec import BenchmarkSpec, TrialSpec
 from harness.trial import run_trial
 from tests.conftest import eagle3, kimi_server, sim_engine

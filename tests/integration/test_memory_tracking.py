@@ -1,11 +1,11 @@
 """A trial's memory record reaches MLflow (issue 17): the trial's aggregates as metrics and each
-run's window as steps (sweep.tracking)."""
+run's window as steps (sweep.tracking.runs)."""
 
 from __future__ import annotations
 
-from harness.layout import sqlite_uri
-from harness.results import Outcome, RunSummary, TrialResult
-from sweep.tracking import Tracker
+from harness.record.layout import sqlite_uri
+from harness.record.results import Outcome, RunSummary, TrialResult
+from sweep.tracking.runs import Tracker
 
 
 def test_memory_metrics_and_per_run_steps(tmp_path):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from hydra import compose, initialize_config_dir
 
 from harness.trial import run_trial
-from sweep.app import CONF_DIR
-from sweep.config import build_trial_spec
+from sweep.config.specs import build_trial_spec
+from sweep.launch.app import CONF_DIR
 
 C = 48  # 48 x ~2k reserved tokens: more than the 0.80 pool (~52k tokens) admits
 

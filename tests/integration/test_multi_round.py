@@ -1,5 +1,5 @@
-"""Multi-round users on the simulator (issue 17, harness/rounds.py): each user's next round sends
-its history, the answer it streamed and a follow-up, so later rounds can hit the radix cache;
+"""Multi-round users on the simulator (issue 17, harness/measure/rounds.py): each user's next round
+sends its history, the answer it streamed and a follow-up, so later rounds can hit the radix cache;
 with more users than the tight pool holds (64 users, 16 in flight), their idle histories are
 evicted from the GPU, and HiCache's host tier (--enable-hierarchical-cache --hicache-size 48)
 keeps them: a higher cache hit rate, the hits served from the host tier.
@@ -22,8 +22,8 @@ import json
 from hydra import compose, initialize_config_dir
 
 from harness.trial import run_trial
-from sweep.app import CONF_DIR
-from sweep.config import build_trial_spec
+from sweep.config.specs import build_trial_spec
+from sweep.launch.app import CONF_DIR
 
 C, USERS, ROUNDS = 16, 64, 3
 

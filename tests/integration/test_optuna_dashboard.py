@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import optuna
 
-from harness.procs import free_port
+from harness.server.procs import free_port
 
 
 def test_the_dashboard_serves_the_studys_sqlite_storage(tmp_path):

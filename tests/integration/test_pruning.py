@@ -3,7 +3,7 @@ Outcome.PRUNED and keeps what it measured; a fast one under the same bound runs 
 
 from __future__ import annotations
 
-from harness.results import Outcome, read_requests
+from harness.record.results import Outcome, read_requests
 from harness.spec import BenchmarkSpec, EarlyStop, TrialSpec
 from harness.trial import run_trial
 from tests.conftest import eagle3, kimi_server, sim_engine

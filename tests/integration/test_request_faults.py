@@ -10,11 +10,11 @@ import json
 import httpx
 import pytest
 
-from harness.command import build_server_command
-from harness.results import Outcome, read_requests
-from harness.server import Server
-from harness.sglang import READY_LINE
-from harness.sim.state import ABORT_MESSAGE
+from harness.record.results import Outcome, read_requests
+from harness.server.command import build_server_command
+from harness.server.process import Server
+from harness.sglang.surfaces import READY_LINE
+from harness.sim.api.state import ABORT_MESSAGE
 from harness.trial import run_trial
 from tests.conftest import eagle3, kimi_server, sim_engine
 from tests.integration.test_trial_faults import trial

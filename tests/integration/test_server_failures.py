@@ -10,11 +10,11 @@ import time
 import pytest
 
 from benchmarks._common import LedgerNvml
-from harness import gpu
-from harness.command import ServerCommand, build_server_command
 from harness.errors import GpuMemoryHeld, PortInUse, ServerCrashed, ServerOOM, ServerStartTimeout
-from harness.procs import port_is_free, processes_mentioning, wait_until
-from harness.server import Server
+from harness.server import gpu
+from harness.server.command import ServerCommand, build_server_command
+from harness.server.process import Server
+from harness.server.procs import port_is_free, processes_mentioning, wait_until
 from harness.sim.shutdown import LEDGER_ENV
 from tests.conftest import eagle3, kimi_server, sim_engine
 
@@ -142,7 +142,7 @@ def test_a_leftover_is_found_by_its_command_line_when_its_pid_was_never_written(
     import json
     import threading
 
-    from harness.procs import leftover_pid, stop_leftover
+    from harness.server.procs import leftover_pid, stop_leftover
 
     pid_file = tmp_path / "server.pid"
     cmd = build_server_command(kimi_server(port), sim_engine())

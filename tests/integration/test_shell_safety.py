@@ -14,14 +14,14 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from harness.command import ServerCommand, build_server_command
-from harness.procs import processes_mentioning
-from harness.redact import recorded_shell
-from harness.server import Server
-from sweep.app import CONF_DIR
-from sweep.config import build_trial_spec
-from sweep.export import launch_script, systemd_unit
-from sweep.schema import register
+from harness.server.command import ServerCommand, build_server_command
+from harness.server.process import Server
+from harness.server.procs import processes_mentioning
+from harness.server.redact import recorded_shell
+from sweep.config.schema import register
+from sweep.config.specs import build_trial_spec
+from sweep.launch.app import CONF_DIR
+from sweep.reproduce.export import launch_script, systemd_unit
 from tests.conftest import sim_engine
 
 # What a program dumps to prove what it received: its argv and the environment variable.

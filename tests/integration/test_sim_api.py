@@ -9,10 +9,10 @@ import json
 import httpx
 import pytest
 
-from harness.command import build_server_command
-from harness.metrics import prometheus_values
-from harness.procs import free_port
-from harness.server import Server
+from harness.measure.metrics import prometheus_values
+from harness.server.command import build_server_command
+from harness.server.process import Server
+from harness.server.procs import free_port
 from tests.conftest import eagle3, sim_engine
 
 DRAIN_S = 2.0  # the slow-drain fault: the step after the last response lasts this much longer
@@ -139,9 +139,9 @@ def test_harness_retries_a_flush_refused_by_the_idle_race_so_the_counters_cover_
     """Issue 15's must-show: the simulator refuses the harness's first flush (the overlap
     queue still drains), the harness retries, and the server's speculative counters after each
     run cover that run only."""
-    import harness.flush as flush_module
-    from harness.bench import Benchmark, Run
-    from harness.clock import ServerClock
+    import harness.measure.flush as flush_module
+    from harness.measure.bench import Benchmark, Run
+    from harness.measure.clock import ServerClock
     from harness.spec import BenchmarkSpec
 
     spec = BenchmarkSpec(model="m", max_tokens=128, warmup=1, runs=2, requests_per_run=1)

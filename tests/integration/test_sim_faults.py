@@ -9,10 +9,10 @@ import time
 import httpx
 import pytest
 
-from harness.command import build_server_command
 from harness.errors import ServerCrashed, ServerOOM, ServerStartTimeout
-from harness.procs import wait_until
-from harness.server import Server
+from harness.server.command import build_server_command
+from harness.server.process import Server
+from harness.server.procs import wait_until
 from harness.sim.faults import Faults
 from tests.conftest import kimi_server, sim_engine
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench import Benchmark
-from harness.clock import ServerClock
-from harness.command import build_server_command
-from harness.server import Server
+from harness.measure.bench import Benchmark
+from harness.measure.clock import ServerClock
+from harness.server.command import build_server_command
+from harness.server.process import Server
 from harness.spec import BenchmarkSpec
 from tests.conftest import eagle3, sim_engine
 
@@ -37,10 +37,10 @@ def test_acceptance_by_position_recovers_the_simulators_decay(tmp_path, port):
     """--sim-accept-decay 0.3: each draft's acceptance falls 30% per 1000 output tokens. The
     per-window curve read from the stream follows the model's, relative to the first window
     (which cancels the prompts' own easiness), within 5% in every window."""
-    from harness.command import server_flags
+    from harness.server.command import server_flags
     from harness.sim.cli import build_parser, resolve
+    from harness.sim.model.profiles import HARDWARE, TARGETS
     from harness.sim.oracle import build_model
-    from harness.sim.profiles import HARDWARE, TARGETS
 
     flags = ("--sim-accept-decay", "0.3", "--sim-drift", "0", "--sim-load-s", "1")
     server = eagle3(port)

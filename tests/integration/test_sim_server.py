@@ -7,11 +7,11 @@ import json
 import httpx
 import pytest
 
-from harness.bench import Benchmark
-from harness.clock import ServerClock
-from harness.command import build_server_command
-from harness.procs import port_is_free, processes_mentioning
-from harness.server import Server
+from harness.measure.bench import Benchmark
+from harness.measure.clock import ServerClock
+from harness.server.command import build_server_command
+from harness.server.process import Server
+from harness.server.procs import port_is_free, processes_mentioning
 from harness.spec import BenchmarkSpec
 from tests.conftest import eagle3, sim_engine
 
@@ -19,7 +19,7 @@ from tests.conftest import eagle3, sim_engine
 # Every test here runs against both output formats the harness parses: SGLang 0.5.23 and 0.5.1.
 @pytest.fixture(scope="module", params=["0.5.23", "0.5.1"])
 def spec_server(request, tmp_path_factory):
-    from harness.procs import free_port
+    from harness.server.procs import free_port
     from tests.conftest import KIMI_PARSER
 
     version = request.param
@@ -59,7 +59,7 @@ def test_server_info_reports_effective_args_and_clock(spec_server):
 
 
 def test_log_has_sglangs_startup_and_ready_lines(spec_server):
-    from harness.logs import parse_decode_line
+    from harness.server.logs import parse_decode_line
 
     text = spec_server.log_text()
     for line in (
@@ -205,11 +205,11 @@ def test_adaptive_runs_stop_at_the_target_interval(spec_server):
 def test_window_pitfall_requests_in_flight_at_the_window_start(tmp_path, port):
     """The seeds' 1190-vs-600 tok/s mistake, reproduced on a real stream: counting completions in
     a window that opens while requests are in flight credits it with earlier tokens."""
-    from harness.command import server_flags
-    from harness.metrics import naive_window_rate, tokens_in_window
-    from harness.prompts import load_prompts
-    from harness.server import Server as _Server
+    from harness.measure.metrics import naive_window_rate, tokens_in_window
+    from harness.server.command import server_flags
+    from harness.server.process import Server as _Server
     from harness.sim.oracle import modelled_load
+    from harness.workload import load_prompts
     from tests.conftest import kimi_server
 
     flags = ("--sim-drift", "0", "--sim-load-s", "2")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench import Benchmark
-from harness.clock import ServerClock
-from harness.command import build_server_command
-from harness.logs import parse_decode_line
-from harness.procs import free_port
-from harness.server import Server
+from harness.measure.bench import Benchmark
+from harness.measure.clock import ServerClock
+from harness.server.command import build_server_command
+from harness.server.logs import parse_decode_line
+from harness.server.process import Server
+from harness.server.procs import free_port
 from harness.spec import BenchmarkSpec
 from harness.trial import effective_params
 from tests.conftest import KIMI_PARSER, eagle3, sim_engine

@@ -1,4 +1,4 @@
-"""A worker that ends stops what dead workers left on its GPUs (sweep.slots.SlotPool
+"""A worker that ends stops what dead workers left on its GPUs (sweep.launch.slots.SlotPool
 .reap_leftovers): a server whose worker was SIGKILLed otherwise keeps its GPU until some later
 holder of that GPU happens to take it, and a survivor that needs no more trials never does
 (CI caught one alive after the three-worker sweep: tests/scaleout/test_workers.py)."""
@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness.procs import pid_alive
-from sweep.slots import SlotPool
+from harness.server.procs import pid_alive
+from sweep.launch.slots import SlotPool
 
 
 def leftover(lock_dir: Path, gpu: str) -> subprocess.Popen:

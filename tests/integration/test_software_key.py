@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import gpu
-from sweep import provenance
-from sweep.config import build_trial_spec, setup_key
+from harness.server import gpu
+from sweep.config.specs import build_trial_spec, setup_key
 from sweep.study.candidates import candidate_for
+from sweep.tracking import provenance
 from tests.integration.test_compose import cfg
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench import Benchmark
-from harness.clock import ServerClock
-from harness.command import build_server_command, server_flags
-from harness.server import Server
+from harness.measure.bench import Benchmark
+from harness.measure.clock import ServerClock
+from harness.measure.steady import is_cut
+from harness.server.command import build_server_command, server_flags
+from harness.server.process import Server
 from harness.sim.oracle import modelled_steady_state
 from harness.spec import BenchmarkSpec
-from harness.steady import is_cut
 from tests.conftest import kimi_server, sim_engine
 
 C, WINDOW, MAX_TOKENS = 8, 16, 512
@@ -66,7 +66,8 @@ def test_steady_state_keeps_c_in_flight_and_measures_the_modelled_rate(tmp_path,
     cut = [r for r in records if is_cut(r.error)]
     assert len(cut) + len(late) == C - 1 and len(cut) == summary.cut >= C - 2
     assert summary.requests == len(records) - len(cut) and summary.errors == 0
-    # The run's own prompts (harness.prompt_plan), each sent once, in the order they were sent.
+    # The run's own prompts (harness.measure.prompt_plan), each sent once, in the order they were
+    # sent.
     assert len({r.prompt_id for r in records}) == len(records) == 2 * C + WINDOW - 1
     plan = bench.prompt_plan.source("measure", 1, C)
     ordered = [

@@ -14,11 +14,11 @@ import time
 import httpx
 import pytest
 
-from harness.command import ServerCommand, build_server_command
 from harness.errors import ConfigError, ServerOOM
-from harness.procs import leftover_pid, processes_mentioning
-from harness.results import Outcome, read_requests
-from harness.server import Server
+from harness.record.results import Outcome, read_requests
+from harness.server.command import ServerCommand, build_server_command
+from harness.server.process import Server
+from harness.server.procs import leftover_pid, processes_mentioning
 from harness.spec import BenchmarkSpec, TrialSpec
 from harness.trial import SilentReporter, run_trial
 from tests.conftest import eagle3, kimi_server, sim_engine

@@ -9,12 +9,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from harness.client import request_body
 from harness.errors import ConfigError
-from harness.prompts import Prompt
+from harness.measure.client import request_body
 from harness.spec import BenchmarkSpec
-from sweep.app import CONF_DIR
-from sweep.config import build_benchmark_spec, build_trial_spec, setup_key
+from harness.workload import Prompt
+from sweep.config.specs import build_benchmark_spec, build_trial_spec, setup_key
+from sweep.launch.app import CONF_DIR
 
 
 def cfg(*overrides: str):

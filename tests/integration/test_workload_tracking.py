@@ -1,11 +1,11 @@
-"""The trial's workload reaches MLflow as a dataset input (sweep.tracking)."""
+"""The trial's workload reaches MLflow as a dataset input (sweep.tracking.runs)."""
 
 from __future__ import annotations
 
-from harness.layout import sqlite_uri
-from harness.results import Outcome, TrialResult
+from harness.record.layout import sqlite_uri
+from harness.record.results import Outcome, TrialResult
 from harness.workload import record
-from sweep.tracking import Tracker
+from sweep.tracking.runs import Tracker
 
 
 def test_a_trial_run_has_its_workload_as_a_dataset_input(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep import services
+from sweep.services import stores as services
 
 
 @pytest.fixture(scope="session")

@@ -26,9 +26,10 @@ import psycopg2
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.procs import free_port, pid_alive
-from sweep import service_auth, services
+from harness.server.procs import free_port, pid_alive
 from sweep.preflight.stores import check_mlflow_server
+from sweep.services import auth as service_auth
+from sweep.services import stores as services
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.scaleout

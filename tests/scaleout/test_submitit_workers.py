@@ -3,8 +3,8 @@
 `hydra/launcher=submitit_local` is hydra-submitit-launcher's, the same `BaseSubmititLauncher` as
 `submitit_slurm`: the jobs are pickled into `.submitit/`, each is run by submitit's controller in
 its own processes (`python -m submitit.local._local` -> `submitit.core._submit`), and each job is
-`sweep.workers.run_worker`: a whole `python sweep.py -m` worker. Both workers share one study in
-PostgreSQL and one MLflow server, on one simulated GPU, so they contend for it through the
+`sweep.launch.workers.run_worker`: a whole `python sweep.py -m` worker. Both workers share one study
+in PostgreSQL and one MLflow server, on one simulated GPU, so they contend for it through the
 node's lock files. Afterwards: every trial of both is in the one study and experiment, no
 configuration ran twice, no two servers overlapped on the GPU, each job left its worker log
 and submitit result, and no process of the run is left.
@@ -25,7 +25,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.procs import free_port
+from harness.server.procs import free_port
 from tests.conftest import ROOT
 from tests.scaleout.test_workers import SKIPPED, live_servers
 

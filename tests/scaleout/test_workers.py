@@ -25,7 +25,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.procs import free_port
+from harness.server.procs import free_port
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.scaleout

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.sim.capacity import engine_capacity
+from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, resolve
 from harness.sim.engine import Engine, InstantClock
+from harness.sim.model.profiles import HARDWARE, TARGETS
 from harness.sim.oracle import build_model
-from harness.sim.profiles import HARDWARE, TARGETS
 from harness.sim.request import SimRequest
 
 KIMI = ["--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
+from harness.sim.api.prometheus import prometheus_text
+from harness.sim.api.state import ServerState
 from harness.sim.oracle import modelled_steady_state
-from harness.sim.prometheus import prometheus_text
-from harness.sim.state import ServerState
 from tests.sim._engine import KIMI, engine, run_all
 
 

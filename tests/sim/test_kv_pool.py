@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from harness.logs import parse_decode_line
-from harness.sim.policy import CLIP_MAX_NEW_TOKENS, NewTokenRatio, select_prefill
+from harness.server.logs import parse_decode_line
+from harness.sim.capacity.policy import CLIP_MAX_NEW_TOKENS, NewTokenRatio, select_prefill
 from tests.sim._engine import engine, run_all
 
 PROMPT = "Solve the following problem carefully. " * 10  # ~112 tokens

@@ -13,7 +13,7 @@ from analysis.folders import trial_row
 from analysis.frame import finish
 from analysis.plots import FIGURES, accept_by_position
 from analysis.report import write_report
-from harness.results import Outcome, TrialResult
+from harness.record.results import Outcome, TrialResult
 
 
 def frame(tmp_path, curves):

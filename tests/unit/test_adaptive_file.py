@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from harness.sglang import adaptive_slots
-from sweep.adaptive_file import Study, measured_config
+from harness.sglang.adaptive import adaptive_slots
+from sweep.adaptive.config_file import Study, measured_config
 from tests.adaptive_study import ROWS, make_study
 
 
@@ -46,7 +46,7 @@ def test_best_static_is_any_topk(tmp_path):
 
 
 def test_adaptive_is_deployed_only_beyond_the_interval_of_the_difference():
-    from sweep.adaptive import verdict
+    from sweep.adaptive.head_to_head import verdict
 
     static = (100.0, 3.0)
     # 106 - 100 = 6 > sqrt(3^2 + 4^2) = 5: adaptive; 104: within it, static.

@@ -10,12 +10,13 @@ import json
 import pytest
 from hydra import compose, initialize_config_dir
 
-from harness.command import build_server_command, server_flags
 from harness.errors import ConfigError
-from harness.sglang import ADAPTIVE_DEFAULT_CONFIG, LEGACY, adaptive_candidate_steps
+from harness.server.command import build_server_command, server_flags
+from harness.sglang.adaptive import ADAPTIVE_DEFAULT_CONFIG, adaptive_candidate_steps
+from harness.sglang.surfaces import LEGACY
 from harness.spec import EngineSpec, ServerSpec
-from sweep.app import CONF_DIR
-from sweep.config import build_trial_spec
+from sweep.config.specs import build_trial_spec
+from sweep.launch.app import CONF_DIR
 
 DRAFTER = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/d"}
 

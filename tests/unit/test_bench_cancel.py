@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from harness.bench import Benchmark
+from harness.measure.bench import Benchmark
 
 
 def _bench(watch) -> Benchmark:

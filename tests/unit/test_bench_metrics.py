@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
-from harness.metrics import (
+from harness.measure.metrics import (
     Timeline,
     accept_from_counters,
     accept_from_requests,
@@ -15,7 +15,7 @@ from harness.metrics import (
     summarize_run,
     tokens_in_window,
 )
-from harness.results import RequestRecord
+from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 
 

@@ -1,9 +1,9 @@
 """The banner says, briefly, what a sweep measures: the workload's mix, the sampling, how
 prompts are drawn, and what a run is at each level."""
 
-from harness.prompts import Prompt
 from harness.spec import BenchmarkSpec
-from sweep.benchmark_line import runs_line, workload_line
+from harness.workload import Prompt
+from sweep.readout.benchmark_line import runs_line, workload_line
 
 
 def prompts(*categories: str) -> list[Prompt]:

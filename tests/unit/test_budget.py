@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from harness.results import Outcome, TrialResult
+from harness.record.results import Outcome, TrialResult
 from sweep.study.budget import MAX_IDLE_PROPOSALS, Budget, gpu_hours, spent
 from sweep.study.driver import SearchDriver
 from sweep.study.objective import Objective

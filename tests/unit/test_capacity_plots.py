@@ -14,7 +14,7 @@ from analysis.capacity import available, cache_hit_rate_vs_hicache, throughput_v
 from analysis.folders import trial_row
 from analysis.frame import finish
 from analysis.report import write_report
-from harness.results import Outcome, TrialResult
+from harness.record.results import Outcome, TrialResult
 
 C = 150
 # (mem_fraction_static, hicache_size, outcome, kv pool, tok/s at C, hit rate, KV-bound)

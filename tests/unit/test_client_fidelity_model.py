@@ -1,10 +1,11 @@
 """benchmarks/client_fidelity.py compares like with like: above concurrency 1 the harness measures
-a steady-state window (harness.steady), so the model is the same window (oracle), not a wave."""
+a steady-state window (harness.measure.steady), so the model is the same window (oracle), not a
+wave."""
 
 from __future__ import annotations
 
 from benchmarks.client_fidelity import SIM_FLAGS, modelled, spec_for
-from harness.command import server_flags
+from harness.server.command import server_flags
 from harness.spec import ServerSpec
 
 ARGV = [

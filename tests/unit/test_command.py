@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from harness.command import build_server_command, server_flags
-from harness.redact import recorded_shell
+from harness.server.command import build_server_command, server_flags
+from harness.server.redact import recorded_shell
 from harness.spec import EngineSpec, ServerSpec
 
 BASE = dict(model_path="moonshotai/Kimi-K2.5", tp_size=8, port=30000)

@@ -1,16 +1,17 @@
 """A study without a baseline compares its trials with each other, run for run: each against the
-reference (search.reference) and every pair that differs in one knob (sweep/comparisons.py)."""
+reference (search.reference) and every pair that differs in one knob
+(sweep/readout/comparisons.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from harness.errors import ConfigError
-from harness.results import Outcome, RunSummary, TrialResult
-from harness.stats import paired_ratio
-from sweep import comparisons
-from sweep.console import console, summary_table
-from sweep.ranking import Ranking
+from harness.record.results import Outcome, RunSummary, TrialResult
+from harness.record.stats import paired_ratio
+from sweep.readout import comparisons
+from sweep.readout.console import console, summary_table
+from sweep.readout.ranking import Ranking
 
 LEVEL = Ranking(32)
 
@@ -131,7 +132,7 @@ def test_a_reference_no_trial_has_is_said():
 def test_a_bad_reference_is_refused_before_anything_runs(override, message):
     from hydra import compose, initialize_config_dir
 
-    from sweep.app import CONF_DIR
+    from sweep.launch.app import CONF_DIR
     from sweep.sweeper import check_search
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

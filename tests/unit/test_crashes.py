@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.results import Outcome, TrialResult
+from harness.record.results import Outcome, TrialResult
 from sweep.study.crashes import failure_signature
 
 REFUSAL = "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding."

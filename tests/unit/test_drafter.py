@@ -124,8 +124,8 @@ def test_cli_exit_codes_and_output(tmp_path, target, capsys):
 
 
 def test_simulator_uses_the_checkpoints_footprint(tmp_path):
+    from harness.sim.model.profiles import EAGLE3_37K_TTT5
     from harness.sim.oracle import with_checkpoint_footprint
-    from harness.sim.profiles import EAGLE3_37K_TTT5
 
     path = make_drafter(tmp_path / "d")
     profile = with_checkpoint_footprint(EAGLE3_37K_TTT5, str(path), tp=8)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from harness.results import RunSummary
+from harness.record.results import RunSummary
+from harness.record.stats import summarize
 from harness.spec import EarlyStop
-from harness.stats import summarize
 
 
 def runs(*values: float, concurrency: int = 1) -> list[RunSummary]:

@@ -8,7 +8,7 @@ import optuna
 import pytest
 from omegaconf import OmegaConf
 
-from harness.results import Outcome, TrialResult
+from harness.record.results import Outcome, TrialResult
 from harness.spec import ServerSpec
 from sweep.study.candidates import candidate_for
 from sweep.study.driver import SearchDriver

@@ -1,13 +1,13 @@
-"""A flag from the wrong SGLang era is caught before a launch (harness.flags)."""
+"""A flag from the wrong SGLang era is caught before a launch (harness.server.flags)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.command import build_server_command
 from harness.errors import ConfigError
-from harness.flags import surface_of, version_problems
-from sweep.launch_check import sim_parser_problems
+from harness.server.command import build_server_command
+from harness.server.flags import surface_of, version_problems
+from sweep.launch.parse_check import sim_parser_problems
 from tests.conftest import kimi_server, sim_engine
 
 
@@ -102,7 +102,7 @@ _CURRENT_FLAGS += ["--enable-hierarchical-cache", "--hicache-size"]
 def test_the_surface_is_read_from_the_installed_parser_not_a_version_list(
     tmp_path, version, flags, surface
 ):
-    from harness.flags import detected_surface, probe_sglang
+    from harness.server.flags import detected_surface, probe_sglang
 
     python = _fake_engine(tmp_path, version, flags)
     assert probe_sglang(python).version == version
@@ -114,7 +114,7 @@ def test_0522_is_known_to_speak_the_current_surface_by_version_alone():
 
 
 def test_only_what_the_installed_parser_lacks_is_refused_with_the_flag_to_use(tmp_path):
-    from harness.flags import parser_problems, probe_sglang
+    from harness.server.flags import parser_problems, probe_sglang
 
     installed = probe_sglang(_fake_engine(tmp_path, "0.5.22", _CURRENT_FLAGS))
     ok = ["--model-path", "m", "--cuda-graph-max-bs-decode", "8", "--enable-hierarchical-cache"]

@@ -9,11 +9,11 @@ import logging
 import httpx
 import pytest
 
-import harness.flush as flush_module
-from harness.bench import Benchmark, BenchmarkResult
-from harness.clock import ServerClock
-from harness.results import Outcome, RunSummary, TrialResult
-from harness.sglang import FLUSH_TIMED_OUT
+import harness.measure.flush as flush_module
+from harness.measure.bench import Benchmark, BenchmarkResult
+from harness.measure.clock import ServerClock
+from harness.record.results import Outcome, RunSummary, TrialResult
+from harness.sglang.surfaces import FLUSH_TIMED_OUT
 from harness.spec import BenchmarkSpec, TrialSpec
 from harness.trial import _judge
 from tests.conftest import eagle3, sim_engine
@@ -61,7 +61,7 @@ def test_a_flush_refused_every_time_is_a_warning_and_reaches_the_run_and_the_tri
     refusals = [(400, "Flush cache failed.\n")] * flush_module.FLUSH_ATTEMPTS
     bench = _bench(refusals, seen)
     try:
-        with caplog.at_level(logging.WARNING, logger="harness.bench"):
+        with caplog.at_level(logging.WARNING, logger="harness.measure.bench"):
             assert bench.flush() is False
     finally:
         bench.__exit__(None, None, None)

@@ -10,14 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import gpu, procs
 from harness.errors import GpuMemoryHeld
+from harness.server import gpu, procs
 
 real_nvml = gpu._nvml
 
 
 class FakeNvml:
-    """pynvml's calls that harness.gpu makes; `holders` is what each poll reports."""
+    """pynvml's calls that harness.server.gpu makes; `holders` is what each poll reports."""
 
     def __init__(self, polls: list[list[tuple[int, int]]]):
         self.polls = polls  # per poll: (pid, bytes) pairs on GPU 0; the last one repeats
@@ -60,7 +60,7 @@ def test_without_nvml_it_checks_nothing_and_says_so_once(monkeypatch, caplog):
             raise RuntimeError("NVML Shared Library Not Found")
 
     monkeypatch.setattr(gpu, "_said_no_nvml", False)
-    caplog.set_level("INFO", logger="harness.gpu")
+    caplog.set_level("INFO", logger="harness.server.gpu")
     assert gpu.wait_gpu_released({1}, 5, module=Broken([])) is None
     assert gpu.wait_gpu_released({1}, 5, module=Broken([])) is None
     assert caplog.text.count("NVML is unavailable") == 1
@@ -95,7 +95,7 @@ def test_held_memory_is_waited_for_once_more_and_its_holders_named(monkeypatch, 
     monkeypatch.setattr(gpu, "_UNRELEASED", {})
     nvml = FakeNvml([[(4242, 2 * 2**30)], []])  # deadline 0: one poll per wait
     monkeypatch.setattr(gpu, "_nvml", lambda module=None: real_nvml(nvml))
-    caplog.set_level("WARNING", logger="harness.gpu")
+    caplog.set_level("WARNING", logger="harness.server.gpu")
     waited = gpu.await_gpu_release({4242}, 0, {4242: "python -m sglang.launch_server --tp 8"})
     assert "pid 4242 (python -m sglang.launch_server --tp 8; 2048 MiB on GPU 0)" in caplog.text
     assert "waiting 0 s more" in caplog.text

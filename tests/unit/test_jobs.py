@@ -7,9 +7,9 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from harness.results import Outcome
-from sweep.console import ConsoleReporter
-from sweep.jobs import Jobs, override_value
+from harness.record.results import Outcome
+from sweep.launch.jobs import Jobs, override_value
+from sweep.readout.console import ConsoleReporter
 
 
 class Loader:
@@ -69,8 +69,8 @@ def test_a_remembered_composition_is_the_one_hydra_would_make():
     from hydra._internal.utils import create_config_search_path
     from hydra.types import RunMode
 
-    from sweep.app import CONF_DIR
-    from sweep.jobs import task_config
+    from sweep.launch.app import CONF_DIR
+    from sweep.launch.jobs import task_config
 
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(CONF_DIR))
     sweep_cfg = loader.load_configuration(

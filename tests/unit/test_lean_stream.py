@@ -1,4 +1,4 @@
-"""The lean stream reader (harness/http_stream.py) reads every stream the way the httpx path
+"""The lean stream reader (harness/measure/http_stream.py) reads every stream the way the httpx path
 does: the same records for the bodies of test_stream_parser, whatever the chunking on the wire;
 refusals, cut streams and keep-alive reuse over a real socket."""
 
@@ -9,8 +9,8 @@ import asyncio
 import httpx
 import pytest
 
-from harness.client import is_aborted, stream_request
-from harness.http_stream import StreamClient
+from harness.measure.client import is_aborted, stream_request
+from harness.measure.http_stream import StreamClient
 from harness.spec import BenchmarkSpec
 from tests.unit.test_stream_parser import (
     ABORT,

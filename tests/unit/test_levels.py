@@ -8,13 +8,13 @@ import json
 import optuna
 from omegaconf import OmegaConf
 
-from harness.results import Outcome, RunSummary, TrialResult
-from sweep.console import console, summary_table
+from harness.record.results import Outcome, RunSummary, TrialResult
+from sweep.readout.console import console, summary_table
+from sweep.readout.verdict import summary_lines
 from sweep.study import artifacts, levels
 from sweep.study.driver import SearchDriver
 from sweep.study.objective import Objective
 from sweep.study.summary import infeasible
-from sweep.verdict import summary_lines
 from tests.unit.test_search import cand
 
 LEVELS = (1, 8, 64)
@@ -107,7 +107,7 @@ def test_the_table_is_written_for_mlflow_and_the_report(tmp_path):
 
 
 def test_export_picks_by_the_studys_objective_and_limits_not_always_tok_s():
-    from sweep.export import best_by_objective
+    from sweep.reproduce.export import best_by_objective
 
     runs = [(r.name, r.metrics) for r in (FAST, STEADY)]
     assert best_by_objective(runs, Objective("tok_s", 64))[0] == 0  # FAST: 150 tok/s

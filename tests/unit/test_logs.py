@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import logs
-from harness.logs import classify_exit, excerpt, is_ready_line, parse_decode_line
-from harness.results import Outcome
+from harness.record.results import Outcome
+from harness.server import logs
+from harness.server.logs import classify_exit, excerpt, is_ready_line, parse_decode_line
 
 V0523_SPEC = (
     "[2026-01-01 12:00:00 TP0] Decode batch, #running-req: 8, #token: 4321, token usage: 0.02, "
@@ -95,7 +95,7 @@ def test_excerpt_keeps_the_oom_line_even_when_it_scrolled_away():
     ],
 )
 def test_oom_kind_in_both_versions(text, kind):
-    from harness.logs import oom_kind
+    from harness.server.logs import oom_kind
 
     assert oom_kind(text) == kind
     assert classify_exit(text, -9) is Outcome.OOM

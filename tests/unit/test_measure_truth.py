@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from harness.clock import ServerClock
-from harness.metrics import Timeline, close_client_gaps, restamp
-from harness.results import RequestRecord
+from harness.measure.clock import ServerClock
+from harness.measure.metrics import Timeline, close_client_gaps, restamp
+from harness.record.results import RequestRecord
 
 
 def _record(start: float, end: float) -> RequestRecord:
@@ -99,7 +99,7 @@ def _stream(chunk_tokens: list[int], verify_ct: int | None = None) -> Timeline:
 
 
 def test_accept_by_position_counts_verify_steps_per_window():
-    from harness.acceptance import accept_by_position, decays
+    from harness.measure.acceptance import accept_by_position, decays
 
     # Window 0 (tokens 0..3): steps of 3 and 1 (starting at 1 and 4... 4 is window 1 at width 4)
     line = _stream([1, 3, 1, 2, 2, 1], verify_ct=5)
@@ -116,8 +116,8 @@ def test_accept_by_position_counts_verify_steps_per_window():
 
 def test_accept_decay_lowers_the_modelled_acceptance_with_position():
     from harness.sim.cli import build_parser, resolve
+    from harness.sim.model.profiles import HARDWARE, TARGETS
     from harness.sim.oracle import build_model
-    from harness.sim.profiles import HARDWARE, TARGETS
 
     def model(decay: float):
         argv = [

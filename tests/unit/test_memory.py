@@ -1,5 +1,5 @@
-"""Memory as a result (harness.memory): SGLang's own lines, as its source prints them, parsed and
-summarised per run window; the trial's memory metrics and the KV-bound rule."""
+"""Memory as a result (harness.measure.memory): SGLang's own lines, as its source prints them,
+parsed and summarised per run window; the trial's memory metrics and the KV-bound rule."""
 
 from __future__ import annotations
 
@@ -7,13 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.logs import (
-    host_pool_tokens,
-    parse_pool_sizes,
-    parse_prefill_line,
-    parse_retract_line,
-)
-from harness.memory import (
+from harness.measure.memory import (
     MemoryProbe,
     admission_room,
     kv_bound,
@@ -21,7 +15,13 @@ from harness.memory import (
     pool_tokens,
     window_memory,
 )
-from harness.results import RequestRecord, RunSummary
+from harness.record.results import RequestRecord, RunSummary
+from harness.server.logs import (
+    host_pool_tokens,
+    parse_pool_sizes,
+    parse_prefill_line,
+    parse_retract_line,
+)
 
 # 0.5.23 managers/scheduler_components/metrics_reporter.py::report_prefill_stats (plain pool).
 PREFILL_0523 = (

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.results import Outcome, RunSummary, TrialResult
-from sweep.memory_lines import memory_line
-from sweep.verdict import summary_lines
+from harness.record.results import Outcome, RunSummary, TrialResult
+from sweep.readout.memory_lines import memory_line
+from sweep.readout.verdict import summary_lines
 
 
 def _result(name: str, level: int, **metrics: float) -> TrialResult:

@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from harness.results import Outcome, RunSummary, TrialResult
+from harness.record.results import Outcome, RunSummary, TrialResult
 from sweep.study.driver import SearchDriver
 from sweep.study.objective import Objective
 from tests.unit.test_search import cand

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from harness.sim.model.perf_model import Deployment, PerfModel, Speculation
+from harness.sim.model.profiles import EAGLE3_10K, EAGLE3_37K_TTT5, KIMI_K25, RTX_PRO_6000_PCIE
 from harness.sim.oracle import expected_decode_tok_s
-from harness.sim.perf_model import Deployment, PerfModel, Speculation
-from harness.sim.profiles import EAGLE3_10K, EAGLE3_37K_TTT5, KIMI_K25, RTX_PRO_6000_PCIE
 
 
 def model(spec=None, graphs=True, overlap=True, nccl=True, bs=48, hicache=0) -> PerfModel:

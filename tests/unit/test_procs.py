@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from harness.procs import group_alive, pid_alive, wait_until
+from harness.server.procs import group_alive, pid_alive, wait_until
 
 
 def test_a_running_process_is_alive_and_an_exited_unreaped_child_is_not():

@@ -1,5 +1,5 @@
 """The prompt plan: warm-up apart, runs disjoint, run r the same in every trial, and what happens
-when the workload is too small (harness.prompt_plan)."""
+when the workload is too small (harness.measure.prompt_plan)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import logging
 import pytest
 
 from harness.errors import ConfigError
-from harness.prompt_plan import PromptPlan, check_fits
-from harness.prompts import Prompt, load_prompts
+from harness.measure.prompt_plan import PromptPlan, check_fits
 from harness.spec import BenchmarkSpec
+from harness.workload import Prompt, load_prompts
 
 
 def prompts(n: int) -> list[Prompt]:
@@ -58,7 +58,7 @@ def test_levels_have_their_own_segments():
 def test_a_run_past_its_segment_cycles_its_own_prompts_and_warns_once(caplog):
     s = spec(warmup=1, runs=3, requests_per_run=2, max_runs=3)
     plan = PromptPlan(prompts(7), s)  # pool 6: three segments of 2
-    with caplog.at_level(logging.WARNING, logger="harness.prompt_plan"):
+    with caplog.at_level(logging.WARNING, logger="harness.measure.prompt_plan"):
         assert ids(plan.source("measure", 2, 1), 5) == ["p3", "p4", "p3", "p4", "p3"]
         ids(plan.source("measure", 3, 1), 5)
     assert sum("repeats them" in r.message for r in caplog.records) == 1
@@ -67,7 +67,7 @@ def test_a_run_past_its_segment_cycles_its_own_prompts_and_warns_once(caplog):
 def test_a_run_past_the_last_segment_reuses_one_and_says_so(caplog):
     s = spec(warmup=1, runs=2, requests_per_run=2, max_runs=5)
     plan = PromptPlan(prompts(5), s)  # pool 4: two segments of 2
-    with caplog.at_level(logging.WARNING, logger="harness.prompt_plan"):
+    with caplog.at_level(logging.WARNING, logger="harness.measure.prompt_plan"):
         assert ids(plan.source("measure", 3, 1), 2) == ids(plan.source("measure", 1, 1), 2)
         plan.segment(4, 1)
     assert sum("reuses run 1's prompts" in r.message for r in caplog.records) == 1

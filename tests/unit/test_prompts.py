@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
-from harness.prompts import load_prompts
+from harness.workload import load_prompts
 
 
 def test_builtin_prompts_are_reasoning_prompts_in_a_fixed_order():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep import provenance
+from sweep.tracking import provenance
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.results import Outcome, RunSummary, TrialResult
-from sweep import console as sweep_console
-from sweep.console import ConsoleReporter, console, summary_table
-from sweep.ranking import SINGLE_STREAM, Ranking, for_objective
+from harness.record.results import Outcome, RunSummary, TrialResult
+from sweep.readout import console as sweep_console
+from sweep.readout.console import ConsoleReporter, console, summary_table
+from sweep.readout.ranking import SINGLE_STREAM, Ranking, for_objective
 from sweep.study.objective import Objective
 
 
@@ -89,7 +89,7 @@ def profile_trial(name: str, single: float, at64: float) -> TrialResult:
 
 
 def test_a_weighted_study_ranks_and_names_its_best_by_the_weighted_throughput():
-    from sweep.verdict import best_line, best_of
+    from sweep.readout.verdict import best_line, best_of
 
     objective = Objective("weighted_throughput", 64, levels=[1, 64], weights=[1, 3])
     ranking = for_objective(objective)

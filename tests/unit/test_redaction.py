@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from harness.command import ServerCommand, build_server_command
-from harness.redact import (
+from harness.server.command import ServerCommand, build_server_command
+from harness.server.redact import (
     recorded_argv,
     recorded_shell,
     redact_text,
@@ -13,7 +13,7 @@ from harness.redact import (
     secret_values,
 )
 from harness.spec import EngineSpec, ServerSpec
-from sweep.provenance import environment, redacted_config
+from sweep.tracking.provenance import environment, redacted_config
 
 KEY = "sk-live-0123456789"
 DB = "postgresql://sweeper:hunter2pass@db.internal:5432/specsweep"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from harness.stats import summarize
-from sweep.reproduce import reproduces
+from harness.record.stats import summarize
+from sweep.reproduce.remeasure import reproduces
 
 
 def test_verdict_uses_the_interval_of_the_difference():

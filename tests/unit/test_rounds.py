@@ -1,17 +1,17 @@
-"""Multi-round users (harness/rounds.py): the next round's request is the history, the streamed
-answer and a follow-up; more users than slots are served least recently served first; a user that
-failed or finished its rounds makes room for a new one; the chat stream's answer text is kept
-only when rounds need it."""
+"""Multi-round users (harness/measure/rounds.py): the next round's request is the history, the
+streamed answer and a follow-up; more users than slots are served least recently served first; a
+user that failed or finished its rounds makes room for a new one; the chat stream's answer text is
+kept only when rounds need it."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.client import _StreamState
 from harness.errors import ConfigError
-from harness.metrics import Timeline
-from harness.results import RequestRecord
-from harness.rounds import Users, follow_up
+from harness.measure.client import _StreamState
+from harness.measure.metrics import Timeline
+from harness.measure.rounds import Users, follow_up
+from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 from harness.workload.prompt import Prompt
 

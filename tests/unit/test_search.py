@@ -6,7 +6,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from harness.results import Outcome, RunSummary, TrialResult
+from harness.record.results import Outcome, RunSummary, TrialResult
 from harness.spec import ServerSpec
 from sweep.study.candidates import Candidate, candidate_for, predicts_oom
 from sweep.study.driver import SearchDriver
@@ -171,7 +171,7 @@ def test_objectives():
 
 
 def test_a_crash_predicts_no_oom_even_with_a_memory_kind():
-    # A capture failure from an illegal memory access is a crash (harness.logs): nothing is
+    # A capture failure from an illegal memory access is a crash (harness.server.logs): nothing is
     # predicted from it, whatever memory, draft size and graph batch come next.
     s, driver = study()
     driver.tell(s.ask(), cand(mem=0.85), result(Outcome.CRASH, oom_kind="gpu"), None)

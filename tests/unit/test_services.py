@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweep import services
+from sweep.services import stores as services
 
 
 def existing_cluster(tmp_path):

@@ -1,20 +1,17 @@
-"""SGLang's per-version facts (harness.sglang): one source the harness and the simulator read."""
+"""SGLang's per-version facts (harness.sglang): one source the harness and the simulator
+read."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.sglang import (
-    CURRENT,
-    LEGACY,
-    SERVER_INFO_PATHS,
-    VERSIONS,
+from harness.sglang.speculative import (
     canonical_algorithm,
     captured_graph_max_bs,
     draft_tree_capacity,
     forced_draft_tokens,
-    surface,
 )
+from harness.sglang.surfaces import CURRENT, LEGACY, SERVER_INFO_PATHS, VERSIONS, surface
 from harness.sim.cli import build_parser
 
 

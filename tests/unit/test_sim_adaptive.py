@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sim.adaptive import SWITCH_COST_S, AdaptivePerfModel, AdaptivePolicy
-from harness.sim.adaptive_args import adaptive_config, resolve_adaptive
 from harness.sim.cli import build_parser
+from harness.sim.model.adaptive import SWITCH_COST_S, AdaptivePerfModel, AdaptivePolicy
+from harness.sim.model.adaptive_args import adaptive_config, resolve_adaptive
 from harness.sim.oracle import build_model
 
 # Round numbers so the EMA is exact by hand: alpha 0.5, warm-up 2, update every 2 batches.
@@ -92,7 +92,7 @@ def model(*flags: str):
         "--speculative-draft-model-path", "/d", "--speculative-adaptive", *flags,
     ]  # fmt: skip
     from harness.sim.cli import resolve
-    from harness.sim.profiles import HARDWARE, TARGETS
+    from harness.sim.model.profiles import HARDWARE, TARGETS
 
     ns = build_parser().parse_args(argv)
     args = resolve(

@@ -8,7 +8,7 @@ import asyncio
 import logging
 import time
 
-from harness.clock import simulator_behind
+from harness.measure.clock import simulator_behind
 from harness.sim.clock import Lag, VirtualClock
 from tests.unit.test_sim_stamps import _engine
 

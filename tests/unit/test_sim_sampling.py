@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sim import chat, generate
+from harness.sim.api import chat, generate
 from harness.sim.engine import Engine, InstantClock
-from harness.sim.perf_model import Deployment, PerfModel, Speculation, sampled_acceptance
-from harness.sim.profiles import EAGLE3_37K_TTT5, KIMI_K25, RTX_PRO_6000_PCIE
+from harness.sim.model.perf_model import Deployment, PerfModel, Speculation, sampled_acceptance
+from harness.sim.model.profiles import EAGLE3_37K_TTT5, KIMI_K25, RTX_PRO_6000_PCIE
 
 
 def speculative_model() -> PerfModel:

@@ -7,8 +7,8 @@ import asyncio
 
 from harness.sim.cli import build_parser, resolve
 from harness.sim.engine import Engine, InstantClock
+from harness.sim.model.profiles import HARDWARE, TARGETS
 from harness.sim.oracle import build_model
-from harness.sim.profiles import HARDWARE, TARGETS
 
 ARGV = ["--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code"]
 

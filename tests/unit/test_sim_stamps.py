@@ -1,6 +1,6 @@
 """The simulator's chunk stamps at a fast clock: the wall time the event loop (or the client)
 spends is CPU, not simulated server time, so it must not reach the stamps `clock_scale` times
-over (harness.metrics.restamp keeps it at wall rate from the client's side)."""
+over (harness.measure.metrics.restamp keeps it at wall rate from the client's side)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from harness.sim.cli import build_parser, resolve
 from harness.sim.engine import Engine, VirtualClock
+from harness.sim.model.profiles import HARDWARE, TARGETS
 from harness.sim.oracle import build_model
-from harness.sim.profiles import HARDWARE, TARGETS
 
 ARGV = ["--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code"]
 SCALE = 50.0
@@ -84,8 +84,8 @@ def test_restamp_leaves_the_simulators_own_wall_time_out_of_the_clients_share():
     """The simulator sends each chunk late by its timer's granularity (~1 ms at a fast clock,
     where a step is a fraction of a wall millisecond); that lateness is its own, not the
     client's: with its wall seconds per chunk (`walls`) the ITL is the stamps' again."""
-    from harness.metrics import Timeline, restamp
-    from harness.results import RequestRecord
+    from harness.measure.metrics import Timeline, restamp
+    from harness.record.results import RequestRecord
 
     stamps = [0.030, 0.041, 0.052, 0.063]  # virtual: prefill, then 11 ms steps
     late = [0.0, 0.0012, 0.0, 0.0009]  # wall seconds each chunk left after its schedule

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.metrics import aggregate_metrics
-from harness.results import Outcome, RunSummary, TrialResult
-from sweep.verdict import drift_line, ratio_interval, summary_lines
+from harness.measure.metrics import aggregate_metrics
+from harness.record.results import Outcome, RunSummary, TrialResult
+from sweep.readout.verdict import drift_line, ratio_interval, summary_lines
 
 
 def run(number: int, tok_s: float, concurrency: int = 1, incomplete: bool = False) -> RunSummary:
@@ -85,7 +85,7 @@ def test_best_follows_a_throughput_objective_not_single_stream_speed():
     """With search.objective=throughput the verdict names the trial with the most output at the
     objective's level, and its speedup pairs that level's runs (datagen: the fastest single
     stream is not the one that serves the most)."""
-    from sweep.ranking import Ranking
+    from sweep.readout.ranking import Ranking
 
     baseline = loaded("baseline", BASE, [1000.0, 1010.0, 990.0], role="baseline")
     fast_single = loaded("trial_0000", TRIAL, [900.0, 905.0, 895.0])

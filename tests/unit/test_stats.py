@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from harness.stats import consistent, paired_ratio, summarize, t975
+from harness.record.stats import consistent, paired_ratio, summarize, t975
 
 
 def test_summary_of_known_values():

@@ -1,4 +1,5 @@
-"""The steady-state loop (harness.steady) and window (harness.metrics) without a server."""
+"""The steady-state loop (harness.measure.steady) and window (harness.measure.metrics) without a
+server."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import asyncio
 
 import pytest
 
-from harness.metrics import Timeline, steady_window, summarize_run
-from harness.results import RequestRecord
+from harness.measure.metrics import Timeline, steady_window, summarize_run
+from harness.measure.steady import equal_length_levels, is_cut, keep_in_flight
+from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
-from harness.steady import equal_length_levels, is_cut, keep_in_flight
 
 
 def fake_sender(lengths, fail=False):

@@ -10,9 +10,9 @@ import json
 import httpx
 import pytest
 
-from harness.client import is_aborted, stream_request
-from harness.prompts import Prompt
+from harness.measure.client import is_aborted, stream_request
 from harness.spec import BenchmarkSpec
+from harness.workload import Prompt
 
 PROMPT = Prompt("p1", ({"role": "user", "content": "hi"},))
 ABORT = (

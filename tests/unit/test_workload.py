@@ -8,8 +8,7 @@ from collections import Counter
 import pytest
 
 from harness.errors import ConfigError
-from harness.prompts import load_prompts
-from harness.workload import record
+from harness.workload import load_prompts, record
 from harness.workload.record import estimated_tokens
 
 

@@ -1,0 +1,15 @@
+"""Measuring a ready server: warm-up, flush, runs per concurrency level, and what they mean.
+
+bench        the benchmark's steps: warm-up, then per scheduled run flush + measure
+flush        the flush before a run: SGLang's wait-for-idle `?timeout=`, refusals retried
+client       one streaming request (chat or /generate) -> RequestRecord + token timeline
+http_stream  the lean HTTP/1.1 reader for streamed responses
+client_cpu   the client's own CPU per measured run; the client_bound rule
+steady       steady state at C > 1: C requests in flight while the window is measured
+rounds       multi-round users: a slot holds a conversation that grows round by round
+acceptance   a run window's accept length, from the best source the server offers
+metrics      runs from request timelines: windows, rates, percentiles, accept length
+clock        wall-clock durations as server-clock durations
+memory       a run window's memory: token usage, queue, cache hits, the KV-bound verdict
+lossless     greedy outputs compared token for token with the baseline's
+"""

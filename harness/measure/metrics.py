@@ -1,0 +1,304 @@
+"""Pure measurement arithmetic: runs from request timelines, windows, percentiles, accept length.
+
+Every time here is on the server's clock (`harness.measure.clock`). A request's timeline is the list
+of (arrival time, cumulative tokens) of its stream chunks, so rates can be computed for exactly the
+tokens that arrived inside a window: counting completions instead (the seeds' 1190 tok/s against
+a real ~600) credits a window with tokens generated before it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from harness.record.results import RequestRecord, RunSummary
+from harness.record.stats import summarize
+
+CUT = "cut: still running when the measurement window closed"  # harness.measure.steady
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass
+class Timeline:
+    record: RequestRecord
+    points: list[tuple[float, int]] = field(default_factory=list)  # (time, cumulative tokens)
+    # The simulator's per-chunk stamps: virtual seconds from its receipt of the request to the
+    # chunk, one per point (real SGLang sends none). Read by `restamp`.
+    stamps: list[float] = field(default_factory=list)
+    # And the wall seconds from its receipt to sending the chunk: the simulator's own share of the
+    # wall time (timer lateness, its event loop, falling behind), none of it the client's.
+    walls: list[float] = field(default_factory=list)
+    exact: bool = True  # token counts per chunk from the server, not spread over the chunks
+    answer: str = ""  # the streamed answer text, kept only with benchmark.rounds > 1
+    scaled_end_s: float | None = None  # the end on the client's scaled clock, before `restamp`
+
+
+def restamp(line: Timeline, scale: float) -> None:
+    """Put a simulated request's times on the server's clock without scaling the client's share.
+
+    The client's scaled time for chunk i, P_i - start, is `scale` x its wall time. The server's
+    share of that wall time is stamp_i / scale; the rest (sending, parsing, the event loop) is
+    the client's own and is kept at wall rate, as it would be against a server at scale 1:
+
+        P_i' = start + stamp_i + (P_i - start - stamp_i) / scale
+
+    With the simulator's wall seconds per chunk (W_i, `walls`), the client's share is exactly
+    what lies outside them, (P_i - start) / scale - W_i: the simulator's own timer lateness and
+    CPU (which at scale 1 a real server does not have in its stamps either) stay out of it.
+
+    The identity at scale 1. The end (after the last chunk: usage, [DONE]) is the client's alone.
+    A timeline without a stamp per point is left as it is."""
+    record = line.record
+    line.scaled_end_s = record.end_s
+    if scale == 1 or not line.points or len(line.stamps) != len(line.points):
+        return
+    start, points, elapsed = record.start_s, [], 0.0
+    walls = line.walls if len(line.walls) == len(line.points) else None
+    for i, ((t, tokens), stamp) in enumerate(zip(line.points, line.stamps, strict=True)):
+        elapsed = max(stamp, elapsed)  # never before the previous chunk
+        if walls is not None:
+            client = max((t - start) / scale - walls[i], 0.0)
+        else:
+            client = max(t - start - elapsed, 0.0) / scale
+        at = start + elapsed + client
+        points.append((max(at, points[-1][0]) if points else at, tokens))
+    if record.end_s is not None:
+        record.end_s = points[-1][0] + max(record.end_s - line.points[-1][0], 0.0) / scale
+    line.points = points
+    record.first_token_s = points[0][0]
+
+
+def close_client_gaps(lines: Sequence[Timeline], scale: float) -> None:
+    """Put the gaps between a simulated server's sequential requests on the server's clock.
+
+    Between one request's end and the next one's send the time is the client's (the answer's
+    last bytes, the next request built and sent): wall time against a real server, and the
+    simulator's idle engine counts it at wall rate too (harness/sim/clock.py `client_time`). On
+    the client's scaled clock it read `scale` times over, so a concurrency-1 run's span, and its
+    output tok/s, held 50x the client's gaps: 76.7 tok/s against the model's 88.7 at clock scale
+    50 (benchmarks/client_fidelity.py). Each request after the first is moved earlier so that its
+    gap to the one before it is that gap's wall time, after `restamp` (which keeps each request's
+    own client share at wall rate). Requests that overlap, or follow one without an end, keep
+    the shift so far. The identity at scale 1."""
+    if scale == 1:
+        return
+    shift, previous = 0.0, None
+    for line in sorted(lines, key=lambda x: x.record.start_s):
+        record = line.record
+        end = previous.record.end_s if previous is not None else None  # shifted already
+        before = previous.scaled_end_s if previous is not None else None
+        if end is not None and before is not None and record.start_s >= before:  # sequential
+            shift = end + (record.start_s - before) / scale - record.start_s
+        if shift:
+            record.start_s += shift
+            if record.first_token_s is not None:
+                record.first_token_s += shift
+            if record.end_s is not None:
+                record.end_s += shift
+            line.points = [(t + shift, tokens) for t, tokens in line.points]
+        previous = line
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    k = (len(ordered) - 1) * p / 100
+    low, high = math.floor(k), math.ceil(k)
+    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    return {f"p{p}": percentile(values, p) for p in PERCENTILES} if values else {}
+
+
+def tokens_in_window(timelines: Sequence[Timeline], start: float, end: float) -> int:
+    """Tokens that arrived in (start, end]: what the window really produced."""
+    total = 0
+    for line in timelines:
+        before = 0
+        for t, cumulative in line.points:
+            if t <= start:
+                before = cumulative
+            elif t <= end:
+                total += cumulative - before
+                before = cumulative
+    return total
+
+
+def naive_window_rate(records: Sequence[RequestRecord], start: float, end: float) -> float:
+    """The pitfall, for comparison: completions in the window x their mean length / window."""
+    done = [r for r in records if r.ok and r.end_s is not None and start < r.end_s <= end]
+    if not done or end <= start:
+        return 0.0
+    mean_tokens = sum(r.completion_tokens or 0 for r in done) / len(done)
+    return len(done) * mean_tokens / (end - start)
+
+
+def inter_token_latencies(
+    timelines: Sequence[Timeline], window: tuple[float, float] | None = None
+) -> list[float]:
+    """Gaps between chunks, split evenly over the tokens a chunk carries (as bench_serving); with
+    a window, only the gaps whose later chunk arrived inside it."""
+    gaps = []
+    for line in timelines:
+        for (t0, n0), (t1, n1) in zip(line.points, line.points[1:], strict=False):
+            new = n1 - n0
+            if new > 0 and (window is None or window[0] < t1 <= window[1]):
+                gaps += [(t1 - t0) / new] * new
+    return gaps
+
+
+def steady_window(
+    timelines: Sequence[Timeline], concurrency: int, completions: int
+) -> tuple[float, float] | None:
+    """The steady-state window of a run that kept `concurrency` requests in flight: from the
+    C-th completion (every slot has turned over about once, so the ramp-up's lockstep, all C
+    prefilled together at short contexts, is behind) to `completions` completions later (fewer
+    when the run ended on failures). None without a completion after the ramp-up."""
+    ends = sorted(t.record.end_s for t in timelines if t.record.ok)  # type: ignore[type-var]
+    if len(ends) <= concurrency:
+        return None
+    return ends[concurrency - 1], ends[min(concurrency + completions, len(ends)) - 1]
+
+
+def summarize_run(
+    run: int,
+    concurrency: int,
+    timelines: Sequence[Timeline],
+    window: tuple[float, float],
+    accept_len: float | None,
+    accept_source: str | None,
+    steady: bool = False,
+) -> RunSummary:
+    """A run's numbers. `steady` (C > 1, `harness.measure.steady`): every number is of what happened
+    inside the window: tokens that arrived in it (cut requests' included), first tokens and
+    chunk gaps that arrived in it, and decode/TPOT of the requests that completed in it."""
+    start, end = window
+    cut = [t for t in timelines if t.record.error == CUT]
+    records = [t.record for t in timelines if t.record.error != CUT]
+    ok = [r for r in records if r.ok]
+    in_window = [r for r in ok if start < r.end_s <= end] if steady else ok  # type: ignore[operator]
+    decode = [(r.completion_tokens - 1, r.decode_seconds()) for r in in_window]  # type: ignore[operator]
+    decode = [(t, s) for t, s in decode if s and s > 0 and t > 0]
+    e2e = [(r.completion_tokens, r.end_s - r.start_s) for r in in_window]  # type: ignore[operator]
+    firsts = ok + [t.record for t in cut] if steady else ok
+    ttfts = [
+        r.first_token_s - r.start_s
+        for r in firsts
+        if r.first_token_s is not None and (not steady or start < r.first_token_s <= end)
+    ]
+    counted = [t for t in timelines if t.record.ok or t.record.error == CUT]
+    produced = tokens_in_window(counted, start, end)
+    return RunSummary(
+        run=run,
+        concurrency=concurrency,
+        requests=len(records),
+        errors=len(records) - len(ok),
+        output_tokens=sum(r.completion_tokens or 0 for r in ok),
+        # Token-weighted: total decode tokens over total decode time, as a user's stopwatch would.
+        decode_tok_s=sum(t for t, _ in decode) / sum(s for _, s in decode) if decode else None,
+        e2e_tok_s=sum(t for t, _ in e2e) / sum(s for _, s in e2e) if e2e else None,
+        output_tok_s=produced / (end - start) if ok and end > start else None,
+        ttft_s=sum(ttfts) / len(ttfts) if ttfts else None,
+        accept_len=accept_len,
+        accept_len_source=accept_source,
+        truncated=sum(1 for r in ok if r.finish_reason == "length" and r.reasoning_ended is False),
+        ttft_p=percentiles(ttfts),
+        itl_p=percentiles(inter_token_latencies(counted, (start, end) if steady else None)),
+        tpot_p=percentiles([s / t for t, s in decode]),
+        window=[start, end] if steady and end > start else None,
+        window_completions=len(in_window) if steady else None,
+        cut=len(cut),
+    )
+
+
+def accept_from_requests(records: Sequence[RequestRecord]) -> float | None:
+    """Per-request server meta: tokens from verify steps per verify step.
+
+    SGLang's own `spec_accept_length` divides all completion tokens, so the first one (which
+    prefill produced) inflates short requests; leaving it out matches the decode log line and
+    the /metrics counters, and a bypassed drafter reads exactly 1.0."""
+    with_meta = [r for r in records if r.ok and r.verify_ct]
+    if not with_meta:
+        return None
+    return sum((r.completion_tokens or 1) - 1 for r in with_meta) / sum(
+        r.verify_ct or 0 for r in with_meta
+    )
+
+
+_METRIC = re.compile(r"^(sglang:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
+
+
+def prometheus_values(text: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for name, value in _METRIC.findall(text):
+        values[name] = values.get(name, 0.0) + float(value)  # sum over ranks/labels
+    return values
+
+
+def accept_from_counters(
+    before: dict[str, float], after: dict[str, float], requests: int
+) -> float | None:
+    """(generated - first tokens from prefill) / verify calls, from /metrics counter deltas."""
+    verify = after.get("sglang:spec_verify_calls_total", 0) - before.get(
+        "sglang:spec_verify_calls_total", 0
+    )
+    generated = after.get("sglang:generation_tokens_total", 0) - before.get(
+        "sglang:generation_tokens_total", 0
+    )
+    if verify <= 0 or generated <= 0:
+        return None
+    return (generated - requests) / verify
+
+
+def aggregate_metrics(runs: Sequence[RunSummary], objective_concurrency: int) -> dict[str, float]:
+    """Flat metric dict: objective-level names (`tok_s`, ...) plus one set per level. Incomplete
+    runs (a stalled request) are counted in `incomplete_runs` and left out of everything else."""
+    metrics: dict[str, float] = {}
+    if any(r.incomplete for r in runs):
+        metrics["incomplete_runs"] = float(sum(r.incomplete for r in runs))
+        runs = [r for r in runs if not r.incomplete]
+    for concurrency in sorted({r.concurrency for r in runs}):
+        level = [r for r in runs if r.concurrency == concurrency]
+        suffix = f"_c{concurrency}"
+        for name in ("decode_tok_s", "e2e_tok_s", "output_tok_s", "accept_len"):
+            values = [getattr(r, name) for r in level if getattr(r, name) is not None]
+            if values:
+                stat = summarize(values)
+                metrics[name + suffix] = stat.mean
+                if name in ("decode_tok_s", "output_tok_s") and math.isfinite(stat.ci95):
+                    metrics[name + suffix + "_ci95"] = stat.ci95
+        requests = sum(r.requests for r in level)
+        ok = requests - sum(r.errors for r in level)
+        metrics["error_rate" + suffix] = (requests - ok) / requests if requests else 0.0
+        metrics["truncation_rate" + suffix] = sum(r.truncated for r in level) / ok if ok else 0.0
+        ttfts = [r.ttft_s for r in level if r.ttft_s is not None]
+        if ttfts:
+            metrics["ttft_ms" + suffix] = 1000 * sum(ttfts) / len(ttfts)
+        for kind in ("ttft", "itl", "tpot"):
+            for p in PERCENTILES:
+                values = [getattr(r, f"{kind}_p").get(f"p{p}") for r in level]
+                values = [v for v in values if v is not None and math.isfinite(v)]
+                if values:  # the median over runs of each run's percentile
+                    metrics[f"{kind}_ms_p{p}{suffix}"] = 1000 * percentile(values, 50)
+
+    level = [r for r in runs if r.concurrency == objective_concurrency]
+    values = [r.decode_tok_s for r in level if r.decode_tok_s is not None]
+    if values:
+        stat = summarize(values)
+        metrics["tok_s"] = stat.mean
+        metrics["tok_s_runs"] = float(stat.n)
+        if stat.n > 1:
+            metrics["tok_s_ci95"] = stat.ci95
+            metrics["tok_s_std"] = stat.std
+            metrics["tok_s_cv"] = stat.cv
+    suffix = f"_c{objective_concurrency}"
+    for key in ("accept_len", "e2e_tok_s", "truncation_rate", "error_rate"):
+        if key + suffix in metrics:
+            metrics[key] = metrics[key + suffix]
+    return metrics

@@ -1,0 +1,12 @@
+"""SGLang's facts per version: a leaf that the command, the checks and the simulator all read.
+
+It imports nothing of the project, so the harness and the simulator can both read it without
+reading each other.
+
+surfaces     the flag surfaces per version: flag names and accepted values, endpoints, the
+             ready line, the flush's texts; which surface a parser speaks
+speculative  the speculative rules: the EAGLE family, the forced draft tokens, the request cap
+             with speculation, the CUDA-graph batch sizes, refusals at start-up
+adaptive     adaptive speculative decoding: SGLang's built-in step policy and the schema of an
+             --speculative-adaptive-config file
+"""

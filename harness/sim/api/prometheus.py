@@ -1,0 +1,86 @@
+"""`/metrics`: the Prometheus text SGLang exports (reference/sglang.md §6), per surface.
+
+0.5.23 `observability/metrics_collector.py`: the speculative gauges `spec_accept_length`,
+`spec_accept_rate`, `spec_cap_length`, `spec_block_accept_length` (DSpark only: 0 here),
+`spec_num_steps`, `spec_num_draft_tokens`, set at each decode log line
+(`managers/scheduler_components/metrics_reporter.py`); the `*_total` counters only ever grow
+(a flush resets the scheduler's own counters, never these).
+
+The capacity gauges (0.5.23 `observability/metrics_collector.py`, set from the scheduler's stats
+at each prefill/decode stats line: `metrics_reporter.py`, `pool_stats_observer.py`):
+`token_usage`, `num_used_tokens`, `cache_hit_rate` (the last prefill batch's hits over its input),
+`num_retracted_reqs` (retracted since the previous stats line), `new_token_ratio`,
+`max_total_num_tokens`, and with HiCache `hicache_host_used_tokens` / `hicache_host_total_tokens`;
+the counters `num_retracted_requests_total`, `num_retracted_input_tokens_total`,
+`num_retracted_output_tokens_total` and `cached_tokens_total{cache_source="device"|"host"}`.
+0.5.1.post3 (`metrics/collector.py`) has `token_usage`, `num_used_tokens`, `cache_hit_rate`,
+`total_retracted_reqs` (a gauge of all retractions) and an unlabelled `cached_tokens_total`.
+"""
+
+from __future__ import annotations
+
+from harness.sim.api.state import ServerState
+
+
+def prometheus_text(state: ServerState) -> str:
+    """The metric names SGLang exports for the version spoken, with its label set."""
+    engine, c, totals = state.engine, state.engine.counters, state.engine.totals
+    labels = f'model_name="{state.served_model_name}",engine_type="unified",tp_rank="0"'
+    if not state.legacy:
+        labels += ',pp_rank="0"'
+    gauges = {
+        "sglang:num_running_reqs": len(engine.running),
+        "sglang:num_queue_reqs": len(engine.waiting),
+        "sglang:gen_throughput": c.last_gen_throughput,
+    }
+    gauges["sglang:num_used_tokens"] = engine.kv_used()
+    gauges["sglang:token_usage"] = engine.pool.usage
+    gauges["sglang:cache_hit_rate"] = c.cache_hit_rate
+    host = engine.pool.host
+    if state.legacy:
+        gauges["sglang:total_retracted_reqs"] = totals.retracted_requests
+    else:
+        gauges["sglang:num_retracted_reqs"] = c.retracted_gauge
+        gauges["sglang:new_token_ratio"] = engine.ratio.current
+        gauges["sglang:max_total_num_tokens"] = state.plan.kv_tokens
+        gauges["sglang:is_cuda_graph"] = int(engine.model.dep.cuda_graph)
+        if host is not None:
+            gauges["sglang:hicache_host_used_tokens"] = host.used
+            gauges["sglang:hicache_host_total_tokens"] = host.capacity
+    if engine.speculative:
+        spec = engine.model.spec
+        assert spec is not None
+        gauges["sglang:spec_accept_length"] = c.last_accept_len or 0.0
+        if not state.legacy:
+            gauges["sglang:spec_accept_rate"] = c.last_accept_rate or 0.0
+            gauges["sglang:spec_cap_length"] = 0.0
+            gauges["sglang:spec_block_accept_length"] = 0.0
+            gauges["sglang:spec_num_steps"] = spec.steps
+            gauges["sglang:spec_num_draft_tokens"] = spec.draft_tokens
+    counters = {
+        "sglang:prompt_tokens_total": totals.prompt_tokens,
+        "sglang:generation_tokens_total": totals.generation_tokens,
+        "sglang:num_requests_total": totals.requests,
+    }
+    if engine.speculative and not state.legacy:
+        counters["sglang:spec_verify_calls_total"] = totals.verify_calls
+    if not state.legacy:
+        counters["sglang:num_retracted_requests_total"] = totals.retracted_requests
+        counters["sglang:num_retracted_input_tokens_total"] = totals.retracted_input_tokens
+        counters["sglang:num_retracted_output_tokens_total"] = totals.retracted_output_tokens
+    lines = []
+    for name, value in gauges.items():
+        lines += [f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
+    for name, value in counters.items():
+        lines += [f"# TYPE {name} counter", f"{name}{{{labels}}} {float(value)}"]
+    lines.append("# TYPE sglang:cached_tokens_total counter")
+    cached = {"device": totals.cached_device_tokens, "host": totals.cached_host_tokens}
+    if state.legacy:
+        lines.append(f"sglang:cached_tokens_total{{{labels}}} {float(sum(cached.values()))}")
+    else:  # by source; a source with no hits has no sample yet (report_cache_source: value > 0)
+        lines += [
+            f'sglang:cached_tokens_total{{{labels},cache_source="{k}"}} {float(v)}'
+            for k, v in cached.items()
+            if v > 0
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,285 @@
+"""Performance model of the simulated SGLang server.
+
+All times are seconds of the simulated clock. Constants live in `profiles` with their sources.
+
+Target forward of B requests with n tokens each (n = 1 for a decode step, n = draft tokens for a
+verify pass); N = B*n tokens, L layers, g = TP size:
+
+    T_fwd(B, n) = L * (2 * t_ar(N) + t_kernel) + t_weights(N) + t_flops(N) + t_attn(B, ctx) + t_host
+    t_ar(N)     = t_ar0 * f_nccl + 2 (g-1)/g * N * hidden * 2 B / bus_bw        (ring allreduce)
+    t_weights(N)= [L * shared + L_moe * E * (1 - (1 - k/E)^(N^rho)) * expert + lm_head] / g / hbm
+    t_flops(N)  = 2 * active_params * N / g / tflops
+    t_attn      = B * ctx * kv_bytes / (hbm * e_attn)    (MLA latent KV read per step; e_attn the
+                                                          kernel's share of HBM bandwidth)
+    t_kernel    = kernel_us (+ eager_us without CUDA graphs)
+
+The expert term is the unique experts N routed tokens touch; rho < 1 because consecutive tokens
+of one request route alike (Cohere measured ~2.5x the bytes for 4 verify tokens, not 4x).
+
+Speculative iteration (EAGLE/EAGLE3, `steps` draft steps, `topk` branches, `D` draft tokens):
+
+    T_spec(B) = T_fwd(B, D) + steps * T_draft(B * topk) + T_draft(B * D) + H_spec + (D-1) * v
+    T_draft(M)= 2 * t_ar(M) + 3 * t_kernel + draft weights / hbm + draft_host
+
+with T_draft(B * D) the draft-extend pass over the verified tokens and H_spec the worker's host
+time per iteration (smaller with the overlap scheduler) and v the per-draft-token verify cost
+(tree mask, logits over the 160K vocabulary, rejection sampling). Baseline decode is T_fwd(B, 1).
+
+Tokens per request per iteration: tau = 1 + sum_k prod_{j<=k} q_j, with the tree's nodes per
+depth n_k allocated greedily from the budget D - 1 (at most topk at depth 1, topk^2 deeper) and
+
+    q_k = 1 - (1 - a_k * m(pos) * f) * residual^(n_k - 1),   a_k = a_1 * decay^(k-1)
+    m(pos) = 1 / (1 + pos / long_context_tokens)              (drafters fade on long outputs)
+             * (1 - X) ** (pos / 1000)                   (--sim-accept-decay X, default 0)
+
+f is a per-prompt factor (easy math/code vs hard text) times the sampling factor
+s(T) = 1 - SAMPLED_ACCEPT_DROP * T: sampled requests accept fewer drafts than greedy ones.
+`--speculative-algorithm EAGLE` with an EAGLE-3 drafter gets a_k = 0: the drafter is bypassed and
+every draft is rejected (seed row 13).
+
+Memory per GPU (SGLang: mem_fraction_static = (weights + KV pool) / GPU memory):
+
+    KV pool   = mem_fraction * gpu_mem - weights/g - draft weights
+    KV tokens = KV pool / (target KV/token + draft KV/token)
+    needed    = activations + [graphs: 300 MiB + 1.6 MiB * bs * n + 0.8 MiB * bs * topk * steps]
+    OOM when needed > (1 - mem_fraction) * gpu_mem (CUDA-graph capture fails), "Not enough
+    memory" when the KV pool is empty, and the OOM killer when HiCache * TP exceeds host RAM.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, replace
+
+from harness.sim.model.profiles import (
+    MIB,
+    SAMPLED_ACCEPT_DROP,
+    DrafterProfile,
+    HardwareProfile,
+    TargetProfile,
+)
+
+
+def sampled_acceptance(temperature: float) -> float:
+    """The factor on every draft token's acceptance probability at `temperature` (1 greedy):
+    under sampling, verification accepts a draft by rejection sampling against the target's
+    distribution instead of by matching its argmax, and accepts less (profiles,
+    SAMPLED_ACCEPT_DROP)."""
+    return 1.0 - SAMPLED_ACCEPT_DROP * min(max(temperature, 0.0), 2.0)
+
+
+@dataclass(frozen=True)
+class Speculation:
+    algorithm: str  # EAGLE or EAGLE3 (after SGLang's NEXTN -> EAGLE alias)
+    steps: int
+    topk: int
+    draft_tokens: int
+    drafter: DrafterProfile
+    accept_decay: float = 0.0  # --sim-accept-decay: fraction lost per 1000 output tokens
+
+
+@dataclass(frozen=True)
+class Deployment:
+    tp: int
+    cuda_graph: bool
+    overlap: bool
+    nccl_tuned: bool
+    hicache_size_gb: int
+    graph_max_bs: int
+    speculation: Speculation | None
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    gpu_mib: float
+    static_mib: float
+    weights_mib: float
+    kv_pool_mib: float
+    kv_tokens: int
+    non_static_mib: float  # what activations + graphs need
+    graph_mib: float
+    failure: str | None  # None, "kv_pool" (too low), "graph_oom" (too high), "host_oom"
+    host_needed_gb: float
+
+
+class PerfModel:
+    def __init__(self, hw: HardwareProfile, target: TargetProfile, deployment: Deployment):
+        self.hw = hw
+        self.target = target
+        self.dep = deployment
+        self.spec = deployment.speculation
+        self.levels = self._tree_levels() if self.spec else []
+
+    def at_steps(self, steps: int) -> PerfModel:
+        """The same deployment with the chain drafter at `steps` (topk 1, steps + 1 draft tokens;
+        0: drafting off, a 1-token verify plus the draft extend): an adaptive server's runtime
+        state for that candidate (harness.sim.model.adaptive)."""
+        assert self.spec is not None
+        spec = replace(self.spec, steps=steps, topk=1, draft_tokens=steps + 1)
+        return PerfModel(self.hw, self.target, replace(self.dep, speculation=spec))
+
+    # -- time ----------------------------------------------------------------------------------
+    def _allreduce_s(self, tokens: int) -> float:
+        g = self.dep.tp
+        if g == 1:
+            return 0.0
+        latency = self.hw.allreduce_latency_us * 1e-6
+        if not self.dep.nccl_tuned:
+            latency *= self.hw.untuned_nccl_factor
+        volume = 2 * (g - 1) / g * tokens * self.target.hidden * 2
+        return latency + volume / (self.hw.bus_gb_s * 1e9)
+
+    def _kernel_s(self) -> float:
+        us = self.hw.kernel_us_per_layer + (
+            0 if self.dep.cuda_graph else self.hw.eager_us_per_layer
+        )
+        return us * 1e-6
+
+    def target_forward_s(self, batch: int, tokens_per_req: int, context: int) -> float:
+        t, g, n = self.target, self.dep.tp, batch * tokens_per_req
+        experts = t.experts * (
+            1 - (1 - t.experts_per_token / t.experts) ** (n**t.expert_correlation)
+        )
+        weight_bytes = (
+            t.layers * t.shared_bytes_per_layer + t.moe_layers * experts * t.expert_bytes
+        ) + t.lm_head_bytes
+        weights_s = weight_bytes / g / (self.hw.hbm_gb_s * 1e9)
+        flops_s = 2 * t.active_params * n / g / (self.hw.tflops * 1e12)
+        attn_s = batch * context * t.kv_bytes_per_token / (self.hw.hbm_gb_s * 1e9)
+        attn_s /= self.hw.attention_efficiency
+        host_s = 1e-3 * (
+            self.hw.host_step_ms if self.dep.overlap else self.hw.host_step_no_overlap_ms
+        )
+        layers_s = t.layers * (2 * self._allreduce_s(n) + self._kernel_s())
+        if self.dep.hicache_size_gb > 0:
+            # SGLang issue #26305: HiCache on an MLA model regressed TPOT; a small tax here.
+            layers_s *= 1.02
+        return layers_s + weights_s + flops_s + attn_s + host_s
+
+    def _draft_forward_s(self, tokens: int) -> float:
+        assert self.spec is not None
+        weights_s = self.spec.drafter.weights_mib_per_gpu * MIB / (self.hw.hbm_gb_s * 1e9)
+        return (
+            2 * self._allreduce_s(tokens)
+            + 3 * self._kernel_s()
+            + weights_s
+            + self.hw.draft_host_ms * 1e-3
+        )
+
+    def decode_step_s(self, batch: int, context: int) -> float:
+        """One scheduler iteration for `batch` running requests at mean context `context`."""
+        if self.spec is None:
+            return self.target_forward_s(batch, 1, context)
+        s = self.spec
+        host = self.hw.spec_host_ms if self.dep.overlap else self.hw.spec_host_no_overlap_ms
+        return (
+            self.target_forward_s(batch, s.draft_tokens, context)
+            + s.steps * self._draft_forward_s(batch * s.topk)
+            + self._draft_forward_s(batch * s.draft_tokens)
+            + (host + self.hw.verify_token_us * 1e-3 * (s.draft_tokens - 1)) * 1e-3
+        )
+
+    def prefill_s(self, tokens: int) -> float:
+        return self.target_forward_s(1, max(tokens, 1), 0)
+
+    # -- acceptance ----------------------------------------------------------------------------
+    def _tree_levels(self) -> list[int]:
+        """Nodes per depth: spend the D - 1 draft slots where they raise tau the most."""
+        s = self.spec
+        assert s is not None
+        levels = [0] * s.steps
+        for _ in range(s.draft_tokens - 1):
+            best, best_gain = None, 0.0
+            for k in range(s.steps):
+                cap = s.topk if k == 0 else min(s.topk**2, levels[k - 1] * s.topk)
+                if levels[k] >= cap:
+                    continue
+                trial = levels.copy()
+                trial[k] += 1
+                gain = self._tau(trial, 1.0) - self._tau(levels, 1.0)
+                if gain > best_gain + 1e-12:
+                    best, best_gain = k, gain
+            if best is None:
+                break
+            levels[best] += 1
+        return levels
+
+    def _accept_probs(self, levels: list[int], scale: float) -> list[float]:
+        s = self.spec
+        assert s is not None
+        d = s.drafter
+        if s.algorithm == "EAGLE" and d.kind == "eagle3":
+            return [0.0] * len(levels)  # no aux hidden states: the drafter is bypassed
+        probs = []
+        for k, nodes in enumerate(levels):
+            if nodes == 0:
+                break
+            a = min(0.98, d.first_accept * d.depth_decay**k * scale)
+            probs.append(1 - (1 - a) * d.sibling_residual ** (nodes - 1))
+        return probs
+
+    def _tau(self, levels: list[int], scale: float) -> float:
+        tau, reach = 1.0, 1.0
+        for q in self._accept_probs(levels, scale):
+            reach *= q
+            tau += reach
+        return tau
+
+    def _scale(self, position: int, prompt_factor: float) -> float:
+        assert self.spec is not None
+        s = self.spec
+        fade = 1 + position / s.drafter.long_context_tokens
+        return prompt_factor / fade * (1 - s.accept_decay) ** (position / 1000)
+
+    def expected_accept_len(self, position: int = 0, prompt_factor: float = 1.0) -> float:
+        if self.spec is None:
+            return 1.0
+        return self._tau(self.levels, self._scale(position, prompt_factor))
+
+    def sample_tokens(self, rng: random.Random, position: int, prompt_factor: float) -> int:
+        """Tokens one request gains in one iteration: accepted drafts + the bonus token."""
+        if self.spec is None:
+            return 1
+        tokens = 1
+        for q in self._accept_probs(self.levels, self._scale(position, prompt_factor)):
+            if rng.random() >= q:
+                break
+            tokens += 1
+        return tokens
+
+    # -- memory --------------------------------------------------------------------------------
+    def memory_plan(self, mem_fraction_static: float) -> MemoryPlan:
+        hw, t, dep = self.hw, self.target, self.dep
+        drafter = self.spec.drafter if self.spec else None
+        static = mem_fraction_static * hw.gpu_memory_mib
+        weights = t.weights_mib_total / dep.tp + (drafter.weights_mib_per_gpu if drafter else 0)
+        kv_pool = static - weights
+        cell = t.kv_bytes_per_token + (drafter.kv_bytes_per_token if drafter else 0)
+        kv_tokens = max(0, math.floor(kv_pool * MIB / cell))
+        graph = 0.0
+        if dep.cuda_graph:
+            per_req = self.spec.draft_tokens if self.spec else 1
+            graph = 300 + 1.6 * dep.graph_max_bs * per_req
+            if self.spec:
+                graph += 0.8 * dep.graph_max_bs * self.spec.topk * self.spec.steps
+        needed = hw.activation_mib + graph
+        host_needed = dep.hicache_size_gb * dep.tp
+        failure = None
+        if host_needed > hw.host_ram_gb:
+            failure = "host_oom"
+        elif kv_tokens < 1024:
+            failure = "kv_pool"
+        elif needed > hw.gpu_memory_mib - static:
+            failure = "graph_oom"
+        return MemoryPlan(
+            gpu_mib=hw.gpu_memory_mib,
+            static_mib=static,
+            weights_mib=weights,
+            kv_pool_mib=kv_pool,
+            kv_tokens=kv_tokens,
+            non_static_mib=needed,
+            graph_mib=graph,
+            failure=failure,
+            host_needed_gb=host_needed,
+        )

@@ -1,0 +1,7 @@
+"""`python -m sweep.compat`."""
+
+import sys
+
+from sweep.compat.parser_check import main
+
+sys.exit(main())

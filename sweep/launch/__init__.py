@@ -1,0 +1,8 @@
+"""Where and how a trial runs: its job, its GPUs and port, the workers that hold them.
+
+app          the Hydra task: one job = one trial (or the baseline); `python sweep.py` = one trial
+jobs         the one job path: compose a job's config, run it in its folder, its trial.log
+parse_check  every launch parsed by the parser that will run it, before any does
+slots        GPU slots: GPUs + port per trial, node-local locks, leftover servers
+workers      worker.count: Hydra's launcher places whole workers (SLURM: one per node)
+"""

@@ -1,0 +1,89 @@
+"""The Hydra task: one job = one trial (a sweep's trial, its baseline, or a single run)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from harness.errors import ConfigError
+from harness.record.layout import ResultsLayout
+from harness.record.results import Outcome, TrialResult
+from harness.server.command import build_server_command
+from harness.trial import run_trial
+from harness.workload import record as workload_record
+from sweep.config.schema import register
+from sweep.config.specs import build_trial_spec, check_drafter
+from sweep.paths import CONF
+from sweep.readout.console import ConsoleReporter, console
+from sweep.tracking import provenance
+
+log = logging.getLogger(__name__)
+CONF_DIR = str(CONF)
+
+register()
+
+
+def run_job(
+    cfg: DictConfig, folder: Path | None = None, reporter: ConsoleReporter | None = None
+) -> TrialResult:
+    """One trial in `folder` (the Hydra job's output dir unless a GPU slot's thread says)."""
+    folder = folder or Path(HydraConfig.get().runtime.output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(provenance.config_yaml(cfg))
+    reporter = reporter or ConsoleReporter(simulated=cfg.engine.name == "sim")
+    try:
+        spec = build_trial_spec(cfg)
+        check_drafter(cfg, spec)
+    except ConfigError as exc:
+        result = TrialResult(
+            name=cfg.trial.name,
+            role=cfg.trial.role,
+            outcome=Outcome.INVALID,
+            engine=cfg.engine.name,
+            simulated=cfg.engine.name == "sim",
+            clock_scale=1.0,
+            params={},
+            folder=str(folder),
+            error=str(exc),
+        )
+        result.write(folder)
+        return result
+    provenance.write(cfg, build_server_command(spec.server, spec.engine), folder)
+    b = spec.benchmark
+    sampling = {"temperature": b.temperature, "top_p": b.top_p, "top_k": b.top_k}
+    workload_record.write(
+        folder, b.workload, b.prompts, b.categories, {**sampling, "source": b.sampling_source}
+    )
+    return run_trial(spec, folder, reporter)
+
+
+def _single(cfg: DictConfig) -> TrialResult:
+    """`python sweep.py` without -m: one trial with the config as composed, tracked standalone."""
+    from sweep.tracking.runs import Tracker, resolve_sqlite_uri
+
+    result = run_job(cfg)
+    tracker = Tracker(
+        resolve_sqlite_uri(cfg.tracking.mlflow_uri),
+        cfg.tracking.experiment,
+        ResultsLayout.at(cfg.tracking.dir).artifacts,
+    )
+    tracker.log_trial(result, parent_run_id=None, study=cfg.search.study_name, baseline_tok_s=None)
+    ConsoleReporter(cfg.engine.name == "sim").trial_done(result, None)
+    console.print(f"trial folder: {result.folder}")
+    return result
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> TrialResult:
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        if cfg.trial.role == "worker":  # worker.count > 1: this job is a whole sweep worker
+            from sweep.launch.workers import run_worker
+
+            return run_worker(cfg)  # type: ignore[return-value]
+        return run_job(cfg)
+    return _single(cfg)

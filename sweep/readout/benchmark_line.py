@@ -1,0 +1,40 @@
+"""The banner's brief account of what a sweep measures: which prompts, how they are drawn, how
+they are sampled, and what a run is at each level (docs/benchmark.md says why)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness.spec import BenchmarkSpec
+from harness.workload import Prompt
+
+
+def workload_line(spec: BenchmarkSpec, prompts: list[Prompt]) -> str:
+    counts = Counter(p.category or "uncategorised" for p in prompts)
+    mix = ", ".join(f"{name} {n}" for name, n in counts.most_common())
+    if spec.temperature == 0:
+        sampling = "greedy"
+    else:
+        parts = [f"temperature {spec.temperature:g}", f"top_p {spec.top_p:g}"]
+        if spec.top_k not in (None, -1, 0):
+            parts.append(f"top_k {spec.top_k}")
+        sampling = "sampled, " + " ".join(parts)
+    source = f", from {spec.sampling_source}" if spec.sampling_source else ""
+    return (
+        f"workload {spec.workload}: {len(prompts)} prompts ({mix}); {sampling}{source}; "
+        "warm-up prompts never measured, each run its own prompts, run r the same in every trial"
+    )
+
+
+def runs_line(spec: BenchmarkSpec) -> str:
+    levels = []
+    for c in spec.concurrency:
+        if c == 1:
+            n = spec.requests_at(1)
+            levels.append(f"C=1: {n} request{'s' * (n != 1)} one after another")
+        else:
+            levels.append(f"C={c}: {c} in flight, a window of {spec.window_at(c)} completions")
+    return (
+        f"{spec.warmup} warm-up + {spec.runs} runs per level of up to {spec.max_tokens} tokens "
+        f"each ({'; '.join(levels)})"
+    )

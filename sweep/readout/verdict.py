@@ -1,0 +1,155 @@
+"""The verdict under the trials table: which trial is best by the study's objective, its speedup
+over the baseline with the paired interval, where the wall time went, the baseline's drift."""
+
+from __future__ import annotations
+
+import math
+
+from harness.record import labels
+from harness.record.results import Outcome, TrialResult
+from harness.record.stats import consistent, paired_ratio
+from sweep.readout.console import fmt_duration
+from sweep.readout.memory_lines import kv_bound_lines
+from sweep.readout.ranking import SINGLE_STREAM, Ranking
+
+
+def summary_lines(
+    results: list[TrialResult],
+    baseline: TrialResult | None,
+    recheck: TrialResult | None,
+    exclude: set[str] | None = None,  # trials that cannot be best (over a latency limit)
+    ranking: Ranking = SINGLE_STREAM,
+) -> tuple[list[str], dict[str, float]]:
+    """The verdict under the table, and the numbers the parent run records."""
+    lines, metrics = [], {}
+    ok = [r for r in results if r.outcome is Outcome.OK and "tok_s" in r.metrics]
+    best = best_of(results, exclude, ranking)
+    base_ok = baseline is not None and baseline.outcome is Outcome.OK
+    skipped = sum(
+        r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH)
+        for r in results
+    )
+    pruned = sum(r.outcome is Outcome.PRUNED for r in results)
+    if skipped or pruned:
+        lines.append(
+            f"\nServer starts saved: {skipped} (duplicates, predicted OOMs and known crashes "
+            f"not launched); {pruned} trial(s) stopped early."
+        )
+    if base_ok:
+        metrics["baseline_tok_s"] = baseline.metrics["tok_s"]  # type: ignore[union-attr]
+    if best:
+        key = ranking.metric
+        metrics[f"best_{key}"] = ranking.value(best)  # type: ignore[assignment]
+        lines.append(best_line(best, baseline if base_ok else None, ranking))
+        if base_ok and (base := ranking.value(baseline)):
+            metrics["best_speedup_vs_baseline"] = ranking.value(best) / base  # type: ignore[operator]
+            ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))  # type: ignore[arg-type]
+            if math.isfinite(ratio.low) and math.isfinite(ratio.high):
+                metrics["best_speedup_vs_baseline_ci95_low"] = ratio.low
+                metrics["best_speedup_vs_baseline_ci95_high"] = ratio.high
+    cut = [r.metrics["truncation_rate"] for r in ok if "truncation_rate" in r.metrics]
+    if cut and max(cut) > 0:
+        lines.append(
+            f"Outputs cut at max_tokens while still reasoning: {100 * sum(cut) / len(cut):.0f}% on "
+            "average (metric truncation_rate)."
+        )
+    lines += kv_bound_lines(results)  # which configurations the KV pool limited
+    if base_ok and recheck is not None and recheck.outcome is Outcome.OK:
+        line, drift = drift_line(baseline, recheck)  # type: ignore[arg-type]
+        lines.append(line)
+        metrics["baseline_drift_pct"] = drift
+    return lines, metrics
+
+
+def best_of(
+    results: list[TrialResult], exclude: set[str] | None = None, ranking: Ranking = SINGLE_STREAM
+) -> TrialResult | None:
+    """The best measured trial by the study's ranking, leaving out `exclude` (over a limit)."""
+    ranked = [
+        r
+        for r in results
+        if r.outcome is Outcome.OK
+        and "tok_s" in r.metrics
+        and r.name not in (exclude or ())
+        and ranking.value(r) is not None
+    ]
+    return max(ranked, key=lambda r: ranking.value(r), default=None)  # type: ignore[arg-type,return-value]
+
+
+def wall_time_line(results: list[TrialResult], total_s: float) -> str:
+    """Where the sweep's wall time went: what a trial really costs, restarts included."""
+    measured = [r for r in results if r.wall_s is not None]
+    ok = [r for r in measured if r.outcome in (Outcome.OK, Outcome.PRUNED)]
+    startups = sum(r.startup_wall_s or 0 for r in ok)
+    teardowns = sum(r.teardown_s or 0 for r in measured)
+    benchmarks = sum((r.wall_s or 0) - (r.startup_wall_s or 0) - (r.teardown_s or 0) for r in ok)
+    failures = sum(r.wall_s or 0 for r in measured if r not in ok) - sum(
+        r.teardown_s or 0 for r in measured if r not in ok
+    )
+    other = max(total_s - startups - teardowns - benchmarks - failures, 0.0)
+    parts = [
+        ("server start-ups", startups),
+        ("benchmarks", benchmarks),
+        ("failed launches", failures),
+        ("teardown", teardowns),
+        ("tracking and other", other),
+    ]
+    text = ", ".join(
+        f"{name} {fmt_duration(s)} ({100 * s / total_s:.0f}%)" for name, s in parts if total_s
+    )
+    return f"Wall time {fmt_duration(total_s)}: {text}."
+
+
+def best_line(
+    best: TrialResult, baseline: TrialResult | None, ranking: Ranking = SINGLE_STREAM
+) -> str:
+    tok, ci = ranking.value(best), ranking.ci95(best)
+    ci = float("nan") if ci is None else ci
+    config = labels.config_text(best.effective or best.params)
+    line = f"\n[bold]Best:[/bold] {best.name} ({config}): {tok:.1f} ± {ci:.1f} {ranking.unit}"
+    base = ranking.value(baseline)
+    if baseline is None or base is None:
+        return line
+    base_ci = ranking.ci95(baseline)
+    base_ci = float("nan") if base_ci is None else base_ci
+    ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))
+    line += f", {tok / base:.2f}× the baseline ({base:.1f} ± {base_ci:.1f})"
+    if math.isfinite(ratio.low) and math.isfinite(ratio.high):
+        # Run r of both sent the same prompts: the speedup's interval comes from the pairs.
+        line += f", 95% interval {ratio_interval(ratio.low, ratio.high)}"
+        faster, slower = ratio.low > 1, ratio.high < 1
+    else:  # no interval (one run): the two means' own intervals
+        faster, slower = tok - ci > base + base_ci, tok + ci < base - base_ci
+    if faster:
+        line += " — faster beyond the 95% interval"
+    elif slower:
+        line += " — [red]slower than the baseline[/red]: speculation does not pay here"
+    else:
+        line += " — the interval includes 1×: not distinguishable from the baseline"
+    return line
+
+
+def ratio_interval(low: float, high: float) -> str:
+    """The interval as "1.04–1.15×", three decimals where two would round an end to 1.00."""
+    digits = 3 if "1.00" in (f"{low:.2f}", f"{high:.2f}") else 2
+    return f"{low:.{digits}f}–{high:.{digits}f}×"
+
+
+def drift_line(before: TrialResult, after: TrialResult) -> tuple[str, float]:
+    """The re-measured baseline against the first: drift when their difference is outside its
+    own 95% interval (harness.record.stats.consistent, as sweep.reproduce judges a reproduction)."""
+    old, new = before.metrics["tok_s"], after.metrics["tok_s"]
+    ci = before.metrics.get("tok_s_ci95", 0.0)
+    new_ci = after.metrics.get("tok_s_ci95", 0.0)
+    drift = 100 * (new - old) / old
+    text = (
+        f"Baseline re-measured: {new:.1f} ± {new_ci:.1f} tok/s vs {old:.1f} ± {ci:.1f} at the "
+        f"start ({drift:+.1f}%)"
+    )
+    if not consistent(old, ci, new, new_ci):
+        text += (
+            ": drift beyond the 95% interval of the difference; conditions changed during the "
+            "sweep."
+        )
+        return f"[yellow]{text}[/]", drift
+    return f"{text}: no drift beyond the 95% interval of the difference.", drift

@@ -1,0 +1,5 @@
+"""What a sweep keeps: MLflow runs and the provenance of every measurement.
+
+runs        MLflow at the edge: one parent run per sweep, one child run per trial
+provenance  what was measured and on what: provenance.json and its MLflow tags
+"""
