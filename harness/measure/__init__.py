@@ -12,4 +12,6 @@ metrics      runs from request timelines: windows, rates, percentiles, accept le
 clock        wall-clock durations as server-clock durations
 memory       a run window's memory: token usage, queue, cache hits, the KV-bound verdict
 lossless     greedy outputs compared token for token with the baseline's
+prompt_plan  which prompts each run sends: warm-up apart, runs disjoint, run r paired
+sampling     temperature/top_p/top_k from a checkpoint's generation_config.json
 """

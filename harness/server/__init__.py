@@ -7,4 +7,5 @@ process          the server as a context manager: own process group, redacted lo
 procs            pids, process groups, ports: liveness, signals, waits, leftovers
 gpu              NVML inventory and holders; GPU memory released before the next launch
 logs             SGLang's log lines and failure classification
+redact           secrets out of everything recorded: argv, env, logs, URLs
 """

@@ -7,6 +7,11 @@ multi-turn conversations and a data-generation set that shares one long system p
 `{"messages": [...]}`, or ShareGPT conversations (`harness.workload.formats`).
 
 The order is fixed per seed, so every trial of a study sees the same prompts in the same order.
+
+__init__  load_prompts: the bundled set or a file, selected and ordered by seed (this file)
+prompt    one benchmark prompt: messages, id, category, round
+formats   users' files: JSONL, OpenAI messages, ShareGPT, each error naming the line
+record    what a trial measured with, written as workload.json
 """
 
 from __future__ import annotations

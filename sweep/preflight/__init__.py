@@ -3,6 +3,12 @@
 Also run at the start of every `python sweep.py -m` (skip with `preflight=false`). Each check
 prints pass, warn or fail with what to do about it; nothing here starts a server, and on the
 simulator it all takes a couple of seconds.
+
+__init__  run and main: every check in order (this file)
+__main__  `python -m sweep.preflight`
+check     one check's verdict, and how the console shows a list of them
+machine   the engine, the GPUs, host memory and disk, the checkpoints
+stores    the server port, the results folder, MLflow and the Optuna study
 """
 
 from __future__ import annotations

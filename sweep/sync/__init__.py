@@ -1,4 +1,5 @@
 """`python -m sweep.sync`: upload the trial folders MLflow lacks.
 
-upload  the folders, their runs and artifacts, into the tracking store
+__main__  `python -m sweep.sync`
+upload    the folders, their runs and artifacts, into the tracking store
 """

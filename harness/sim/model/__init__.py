@@ -2,7 +2,6 @@
 
 perf_model     step times, acceptance and memory of the simulated server
 profiles       the constants the model is built from, each with its source
-oracle         the model in-process for one launch, without serving anything (benchmarks)
 drift          the simulated machine's slowly wandering speed
 adaptive       SGLang's adaptive speculative decoding, as the simulator serves it
 adaptive_args  the adaptive flags at start-up, as SGLang resolves them

@@ -1,0 +1,7 @@
+"""`python -m specsweep COMMAND [ARGS]`."""
+
+import sys
+
+from specsweep.cli import main
+
+sys.exit(main())
