@@ -44,5 +44,7 @@ def test_bypassed_drafter_is_flagged_at_run_time(tmp_path):
     assert "the drafter is bypassed" in proc.stdout
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     runs = client.search_runs([client.get_experiment_by_name("kimi-k25-eagle3").experiment_id])
-    assert runs[0].data.tags["specsweep.warning"] == "drafter_bypassed"
+    # Other warnings may stand beside it: on a loaded host the simulator trails its clock
+    # (simulator_behind), which says nothing about the drafter.
+    assert "drafter_bypassed" in runs[0].data.tags["specsweep.warning"].split(",")
     assert runs[0].data.metrics["accept_len"] <= 1.05
