@@ -21,7 +21,7 @@ from harness.errors import MachineNotReady
 from harness.record.layout import stamp
 from harness.record.results import Outcome, TrialResult
 from harness.workload import load_prompts
-from sweep.adaptive import head_to_head as adaptive
+from sweep.adaptive import config_file as adaptive_config
 from sweep.config.specs import build_benchmark_spec
 from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
@@ -108,7 +108,9 @@ class StudyRun:
             baseline.measure_or_reuse()
             trials.run()
             baseline.recheck()
-            adaptive.after_sweep(self.study_dir, list(cfg.benchmark.concurrency), tracker, parent)
+            adaptive_config.after_sweep(
+                self.study_dir, list(cfg.benchmark.concurrency), tracker, parent
+            )
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"
