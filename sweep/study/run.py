@@ -26,8 +26,8 @@ from sweep.config.specs import build_benchmark_spec
 from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
 from sweep.launch.workers import shares_node
-from sweep.readout.benchmark_line import runs_line, workload_line
-from sweep.readout.console import console, software_notice
+from sweep.readout.banner import runs_line, software_notice, workload_line
+from sweep.readout.console import console
 from sweep.study import opening
 from sweep.study.baseline import Baseline
 from sweep.study.driver import SearchDriver
