@@ -231,7 +231,7 @@ class BenchmarkSpec:
     rounds: int = 1  # > 1: each steady-state slot is a user of this many rounds (measure.rounds)
     users: int = 0  # conversations open at once with rounds > 1; 0: one per slot (C)
     # Sampling of every measured request (the lossless check is always greedy): from the model's
-    # config group or its generation_config.json (sweep.config.specs); temperature 0 is greedy.
+    # config group or its generation_config.json (sweep.config.workload); temperature 0 is greedy.
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int | None = None  # None: not sent (SGLang: -1, the whole vocabulary)

@@ -69,7 +69,7 @@ def _export(argv: list[str]) -> int:
 
 
 def _adaptive(argv: list[str]) -> int:
-    from sweep.adaptive.head_to_head import main
+    from sweep.adaptive.cli import main
 
     return main(argv)
 

@@ -20,7 +20,9 @@ from omegaconf.errors import InterpolationResolutionError
 from rich.markup import escape
 
 from harness.errors import ConfigError, SpecsweepError
-from sweep.config.specs import build_trial_spec, check_drafter, setup_key
+from sweep.config.drafter_check import check_drafter
+from sweep.config.setup_key import setup_key
+from sweep.config.specs import build_trial_spec
 from sweep.launch.jobs import Jobs
 from sweep.launch.parse_check import check_launch_flags
 from sweep.launch.slots import slot_count, worker_gpus

@@ -1,5 +1,6 @@
-"""A study folder of hand-made result.json files (tests of sweep.adaptive.config_file and its SGLang
-loader check): per level (mean, 95% half-width) and accept length."""
+"""A study folder of hand-made result.json files (tests of sweep.adaptive.config_file and of its
+SGLang loader check, sweep.adaptive.sglang_check): per level (mean, 95% half-width) and accept
+length."""
 
 from __future__ import annotations
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from sweep.adaptive.head_to_head import main
+from sweep.adaptive.cli import main
 
 sys.exit(main())

@@ -18,24 +18,24 @@ here comes from the study:
   (the reason is written in the file's "specsweep" entry, which SGLang's loader skips: it reads
   only integer-string keys as slots, adaptive_spec_params.py:117-119).
 
-`validate_with_sglang` loads the file with SGLang's own loader in an environment that has SGLang
-(the compat venv), and says what SGLang made of it.
+`write_config` writes it as adaptive_config.json in the study folder and checks it with SGLang's
+own loader where SGLang's environment is found (sweep.adaptive.sglang_check); a multi-level sweep
+does so at its end (`after_sweep`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.sglang.adaptive import ADAPTIVE_DEFAULT_CONFIG, ADAPTIVE_KNOB_DEFAULTS, adaptive_slots
-from sweep.paths import COMPAT_STUBS
+from sweep.adaptive.sglang_check import compat_python, disagreements, validate_with_sglang
+from sweep.readout.console import console
 
 HOLD_MARGIN = 0.25  # accepted drafts between the measured EMA and a switch threshold
-STUBS = COMPAT_STUBS
 
 
 def level_metric(concurrency: int) -> str:
@@ -201,64 +201,41 @@ def _slot(
     return slot
 
 
-# Runs in SGLang's environment: its own loader and policy on the file; what it made of it.
-VALIDATE = r"""
-import json, sys
-from sglang.srt.speculative import adaptive_spec_params as a
-path = sys.argv[1] if len(sys.argv) > 1 else None
-steps = a.resolve_candidate_steps_from_config(path)
-p = a.AdaptiveSpeculativeParams(initial_steps=steps[len(steps) // 2], cfg_path=path)
-knobs = ("ema_alpha", "update_interval", "warmup_batches", "down_hysteresis", "up_hysteresis",
-         "ceiling_coeff")
-print(json.dumps({
-    "candidate_steps": steps,
-    "slots": {str(bs): {"candidate_steps": s.candidate_steps, "current_steps": s.current_steps,
-                        **{k: getattr(s, k) for k in knobs}} for bs, s in p._slots.items()},
-    "default": a.DEFAULT_ADAPTIVE_CONFIG,
-}))
-"""
-
-
-def validate_with_sglang(python: str, path: Path | None) -> dict[str, Any]:
-    """SGLang's loader (and AdaptiveSpeculativeParams) on `path` (None: its built-in default) in
-    `python`'s environment. RuntimeError with SGLang's own error when it refuses the file."""
-    argv = [python, "-c", VALIDATE, *([str(path)] if path else [])]
-    env = {"PYTHONPATH": str(STUBS), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"SGLang's loader refuses {path}:\n{proc.stderr.strip()[-1500:]}")
-    return json.loads(proc.stdout)
-
-
-def expected_view(config: dict[str, Any]) -> dict[str, Any]:
-    """What SGLang's loader must make of `config`, by harness.sglang's reading of it."""
-    slots = adaptive_slots(config)
-    union = sorted({s for slot in slots.values() for s in slot["candidate_steps"]})
-    start = union[len(union) // 2]
-    out = {}
-    for bs, slot in sorted(slots.items()):
-        cands = sorted(set(slot["candidate_steps"]))
-        knobs = {**ADAPTIVE_KNOB_DEFAULTS, **slot}
-        out[str(bs)] = {
-            "candidate_steps": cands,
-            "current_steps": start if start in cands else cands[len(cands) // 2],
-            **{k: knobs[k] for k in ADAPTIVE_KNOB_DEFAULTS},
-        }
-    return {"candidate_steps": union, "slots": out}
-
-
-def disagreements(config: dict[str, Any], sglang_view: dict[str, Any]) -> list[str]:
-    mine = expected_view(config)
-    problems = []
-    if mine["candidate_steps"] != sglang_view["candidate_steps"]:
-        problems.append(
-            f"candidate steps: SGLang {sglang_view['candidate_steps']}, specsweep "
-            f"{mine['candidate_steps']}"
+def write_config(study: Study, levels: list[int], python: str | None) -> Path:
+    """adaptive_config.json in the study folder, checked by SGLang's loader where it can be."""
+    config = measured_config(study, levels)
+    path = study.folder / "adaptive_config.json"
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    slots = ", ".join(f"{c}: {config[str(c)]['candidate_steps']}" for c in levels)
+    console.print(f"adaptive config: {path}  (candidate steps by batch size: {slots})")
+    if python is None:
+        console.print(
+            "  [yellow]not checked with SGLang's loader[/yellow]: no SGLang environment "
+            "(make compat builds .venv-compat; or pass --sglang-python PATH)"
         )
-    for bs, slot in mine["slots"].items():
-        theirs = sglang_view["slots"].get(bs)
-        for key, value in slot.items():
-            if theirs is None or theirs.get(key) != value:
-                got = None if theirs is None else theirs.get(key)
-                problems.append(f"slot {bs} {key}: SGLang {got!r}, specsweep {value!r}")
-    return problems
+        return path
+    view = validate_with_sglang(python, path)  # RuntimeError with SGLang's error if refused
+    problems = disagreements(config, view)
+    if problems:
+        raise SystemExit("SGLang reads the file differently: " + "; ".join(problems))
+    console.print(
+        f"  SGLang's loader accepts it ({python}): candidate steps {view['candidate_steps']}"
+    )
+    return path
+
+
+def after_sweep(study_dir: Path, concurrency: list[int], tracker: Any, parent: str | None) -> None:
+    """The end of a multi-level sweep: adaptive_config.json from what it measured, checked with
+    SGLang's loader where it can be, attached to the sweep's MLflow run. Never fails the sweep:
+    a study that cannot give a file (no topk=1 trial) says why."""
+    if len(concurrency) < 2:
+        return
+    try:
+        study = Study.read(study_dir)
+        path = write_config(study, sorted(concurrency), compat_python())
+    except (SystemExit, RuntimeError, ValueError) as exc:
+        console.print(f"adaptive config not written: {exc}")
+        return
+    if parent is not None:
+        tracker.client.log_artifact(parent, str(path))
+    console.print(f"  head-to-head with static: python -m sweep.adaptive --study {study_dir}")

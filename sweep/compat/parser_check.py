@@ -30,13 +30,8 @@ from harness.server.flags import parse_with_sglang
 from harness.sglang.adaptive import ADAPTIVE_DEFAULT_CONFIG
 from harness.sglang.surfaces import CURRENT, VERSIONS
 from harness.sim.cli import build_parser
-from sweep.adaptive.config_file import (
-    Measured,
-    Study,
-    disagreements,
-    measured_config,
-    validate_with_sglang,
-)
+from sweep.adaptive.config_file import Measured, Study, measured_config
+from sweep.adaptive.sglang_check import disagreements, validate_with_sglang
 from sweep.config.schema import register as register_schema
 from sweep.config.specs import build_trial_spec
 from sweep.launch.parse_check import sim_parser_problems

@@ -1,5 +1,8 @@
 """The composed Hydra config: its schema, and the one place it becomes the harness's specs.
 
-schema  the dataclasses the YAML groups extend (a typo fails at composition)
-specs   DictConfig -> frozen specs, validated once; the drafter gate; setup_key
+schema         the dataclasses the YAML groups extend (a typo fails at composition)
+specs          DictConfig -> frozen specs (engine, server, benchmark, trial), validated once
+workload       the workload and the sampling the measured requests carry, as the config chooses
+drafter_check  the drafter gate as the config sets it: its verdict cache, check_drafter
+setup_key      what a measurement depends on besides the searched values, hashed
 """

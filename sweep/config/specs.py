@@ -1,4 +1,5 @@
-"""The one place where a composed Hydra config becomes the harness's frozen specs.
+"""The one place where a composed Hydra config becomes the harness's frozen specs: EngineSpec,
+ServerSpec, BenchmarkSpec and the TrialSpec that holds them, with the MLflow params a trial carries.
 
 Everything that can be checked without launching anything is checked here, so a bad value fails
 in the first second with a message that names it, never after a model has loaded.
@@ -6,20 +7,13 @@ in the first second with a message that names it, never after a model has loaded
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
 from harness.measure.prompt_plan import check_fits
-from harness.measure.sampling import MODES as SAMPLING_MODES
-from harness.measure.sampling import generation_config_sampling
 from harness.record.layout import ResultsLayout
 from harness.server.adaptive_config import check_initial_steps, load_adaptive_config
 from harness.server.command import engine_program
@@ -28,9 +22,8 @@ from harness.sglang.speculative import SPEC_MAX_RUNNING_REQUESTS
 from harness.sglang.surfaces import CURRENT
 from harness.spec import BenchmarkSpec, EarlyStop, EngineSpec, ServerSpec, TrialSpec
 from harness.workload import load_prompts
-from harness.workload.record import digest as prompts_digest
-
-log = logging.getLogger(__name__)
+from sweep.config.drafter_check import drafter_cache
+from sweep.config.workload import sampling_choice, workload_choice
 
 SEARCHED = (
     "speculative_num_steps",
@@ -184,65 +177,6 @@ def _server_env(cfg: DictConfig) -> dict[str, str]:
     return env
 
 
-def workload_choice(cfg: DictConfig) -> tuple[str, str, tuple[str, ...]]:
-    """The workload's name, source and categories (benchmark.workload; benchmark.prompts=PATH
-    is the old spelling of benchmark/workload=file)."""
-    b = cfg.benchmark
-    w = b.workload
-    if b.prompts is not None:
-        log.warning(
-            "benchmark.prompts is deprecated: use benchmark/workload=file "
-            "benchmark.workload.source=%s (or benchmark/workload=<name> for a bundled set)",
-            b.prompts,
-        )
-        if b.prompts != "builtin":
-            if not Path(str(b.prompts)).expanduser().is_file():  # name the key the user set
-                raise ConfigError(
-                    f"benchmark.prompts={b.prompts!r}: no such file. Use benchmark/workload=file "
-                    "benchmark.workload.source=/path/to/prompts.jsonl, or 'builtin'."
-                )
-            return "file", b.prompts, ()
-    if w.source is None:
-        raise ConfigError(
-            f"benchmark.workload.source is required for workload {w.name!r}: give "
-            "benchmark.workload.source=/path/to/prompts.jsonl (JSONL of prompt or messages "
-            "records, or ShareGPT JSON/JSONL)."
-        )
-    return w.name, w.source, tuple(w.categories)
-
-
-def sampling_choice(cfg: DictConfig) -> dict[str, Any]:
-    """temperature/top_p/top_k for every measured request, and where they came from: greedy
-    when benchmark.sampling=greedy; else the model's generation_config.json where the checkpoint
-    is on this machine (model.sampling.from_generation_config), else model.sampling."""
-    b, s = cfg.benchmark, cfg.model.sampling
-    if b.sampling not in SAMPLING_MODES:
-        raise ConfigError(
-            f"benchmark.sampling={b.sampling!r} is unknown: use one of "
-            f"{', '.join(SAMPLING_MODES)} (model: the model's own sampling, model.sampling; "
-            "greedy: temperature 0)."
-        )
-    if b.sampling == "greedy":
-        return {"temperature": 0.0, "top_p": 1.0, "top_k": None, "source": "benchmark.sampling"}
-    values: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k}
-    source = f"model.sampling ({cfg.model.name})"
-    found = generation_config_sampling(cfg.model.path) if s.from_generation_config else None
-    if found is not None:
-        values.update(found[0])
-        source = str(found[1])
-    if b.temperature is not None:
-        log.warning(
-            "benchmark.temperature is deprecated: use model.sampling.temperature=%s, or "
-            "benchmark.sampling=greedy for 0",
-            b.temperature,
-        )
-        values["temperature"] = b.temperature
-        source = "benchmark.temperature"
-    values["temperature"] = float(values["temperature"])
-    values["top_p"] = float(values["top_p"])
-    return {**values, "source": source}
-
-
 def build_benchmark_spec(cfg: DictConfig) -> BenchmarkSpec:
     b = cfg.benchmark
     name, source, categories = workload_choice(cfg)
@@ -344,48 +278,3 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         if cfg.trial.lossless_reference
         else None,
     )
-
-
-def drafter_cache(cfg: DictConfig) -> Path:
-    """Where drafter verdicts are kept between trials and sweeps."""
-    return ResultsLayout.at(cfg.tracking.dir).drafter_checks
-
-
-def check_drafter(cfg: DictConfig, spec: TrialSpec) -> None:
-    """Raise ConfigError when the trial's drafter would fail (see harness.drafter_gate)."""
-    from harness.drafter_gate import drafter_problems
-
-    problems = drafter_problems(
-        spec.server.speculative_draft_model_path,
-        spec.server.model_path,
-        spec.server.speculative_algorithm or "EAGLE3",
-        cfg.drafter.check,
-        drafter_cache(cfg),
-    )
-    if problems:
-        raise ConfigError(problems)
-
-
-def setup_key(cfg: DictConfig, software: Mapping[str, Any] | None = None) -> str:
-    """What a measurement depends on besides the searched values: a study reuses a baseline,
-    and recognises a duplicate trial, only while this is unchanged. `software` is what the
-    engine runs on (`sweep.tracking.provenance.software`: SGLang, torch, driver and CUDA versions,
-    or the simulator's), read once per sweep: after an upgrade nothing measured before is reused."""
-    parts: dict[str, Any] = {
-        group: OmegaConf.to_container(cfg[group], resolve=True)
-        for group in ("engine", "model", "hardware", "benchmark")
-    }
-    server = OmegaConf.to_container(cfg.server, resolve=True)
-    assert isinstance(server, dict)
-    parts["server"] = {k: v for k, v in server.items() if k not in SEARCHED and k != "port"}
-    if software is not None:
-        parts["software"] = dict(software)
-    # What the config names only by reference: the prompts' content (a user's file edited in
-    # place) and the sampling a local generation_config.json supplies.
-    _, source, categories = workload_choice(cfg)
-    parts["prompts"] = prompts_digest(load_prompts(source, 0, categories))
-    parts["sampling"] = sampling_choice(cfg)
-    if not OmegaConf.select(cfg, "search.baseline_equal_caps", default=True):
-        parts["baseline_equal_caps"] = False  # an uncapped baseline is another measurement
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:10]

@@ -16,8 +16,9 @@ from harness.record.results import Outcome, TrialResult
 from harness.server.command import build_server_command
 from harness.trial import run_trial
 from harness.workload import record as workload_record
+from sweep.config.drafter_check import check_drafter
 from sweep.config.schema import register
-from sweep.config.specs import build_trial_spec, check_drafter
+from sweep.config.specs import build_trial_spec
 from sweep.paths import CONF
 from sweep.readout.console import ConsoleReporter, console
 from sweep.tracking import provenance

@@ -1,4 +1,6 @@
-"""What the user sees: progress per trial (i/N, ETA, live tok/s) and the closing summary."""
+"""What the user sees of the trials: the console everything prints to, progress per trial (i/N,
+ETA, live tok/s; the Reporter run_trial calls) and the closing trials table, which share how an
+outcome and a speed are shown."""
 
 from __future__ import annotations
 
@@ -273,30 +275,3 @@ def summary_table(
         ]
         table.add_row(*cells, style="bold" if r is baseline else None)
     return table
-
-
-def _numbers(numbers: list[int]) -> str:
-    """[0, 1, 2, 5] -> "0-2, 5"."""
-    spans: list[list[int]] = []
-    for n in sorted(numbers):
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
-
-
-def software_notice(changes: dict[str, list[int]]) -> str | None:
-    """One line for the banner: which earlier trials ran on other software, and what changed
-    (`changes`: "sglang 0.5.22 -> 0.5.23" -> trial numbers)."""
-    if not changes:
-        return None
-    parts = [
-        f"trial{'s' if len(ns) > 1 else ''} {_numbers(ns)} ({change})"
-        for change, ns in sorted(changes.items(), key=lambda item: min(item[1]))
-    ]
-    return (
-        "note: earlier trials were measured on other software: "
-        + "; ".join(parts)
-        + ". They are not reused (nor is their baseline): this sweep measures again."
-    )

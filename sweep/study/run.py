@@ -21,13 +21,13 @@ from harness.errors import MachineNotReady
 from harness.record.layout import stamp
 from harness.record.results import Outcome, TrialResult
 from harness.workload import load_prompts
-from sweep.adaptive import head_to_head as adaptive
+from sweep.adaptive import config_file as adaptive_config
 from sweep.config.specs import build_benchmark_spec
 from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
 from sweep.launch.workers import shares_node
-from sweep.readout.benchmark_line import runs_line, workload_line
-from sweep.readout.console import console, software_notice
+from sweep.readout.banner import runs_line, software_notice, workload_line
+from sweep.readout.console import console
 from sweep.study import opening
 from sweep.study.baseline import Baseline
 from sweep.study.driver import SearchDriver
@@ -108,7 +108,9 @@ class StudyRun:
             baseline.measure_or_reuse()
             trials.run()
             baseline.recheck()
-            adaptive.after_sweep(self.study_dir, list(cfg.benchmark.concurrency), tracker, parent)
+            adaptive_config.after_sweep(
+                self.study_dir, list(cfg.benchmark.concurrency), tracker, parent
+            )
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"

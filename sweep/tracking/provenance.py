@@ -4,7 +4,7 @@ logged with its artifacts), with the key facts as MLflow tags.
 Two measurements of the same configuration on the same machine differ only in `collected_at`.
 `software` (what changes performance besides the configuration: the engine's SGLang and torch,
 the NVIDIA driver and its CUDA; the simulator's own version) is read once per sweep process and
-is part of the setup key (`sweep.config.specs.setup_key`), so an upgrade never reuses old
+is part of the setup key (`sweep.config.setup_key`), so an upgrade never reuses old
 measurements. Secrets are redacted: any variable whose name looks like a token, key, secret or
 password, and the value of --api-key.
 """
@@ -32,7 +32,7 @@ from harness.server.flags import engine_python, installed_sglang_version
 from harness.server.gpu import gpu_inventory, gpu_versions
 from harness.server.redact import REDACTED, recorded_argv, redact_url_passwords, redacted_env
 from harness.workload import source_bytes
-from sweep.config.specs import workload_choice
+from sweep.config.workload import workload_choice
 from sweep.paths import ROOT
 
 ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "HF_", "PYTORCH_", "TORCH_", "NVIDIA_", "OMP_")

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from harness.sglang.adaptive import ADAPTIVE_DEFAULT_CONFIG
-from sweep.adaptive.config_file import Study, disagreements, measured_config, validate_with_sglang
-from sweep.adaptive.head_to_head import compat_python
+from sweep.adaptive.config_file import Study, measured_config
+from sweep.adaptive.sglang_check import compat_python, disagreements, validate_with_sglang
 from tests.adaptive_study import make_study
 
 PYTHON = compat_python()

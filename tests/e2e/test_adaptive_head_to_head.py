@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.server.procs import free_port
-from sweep.adaptive.head_to_head import compat_python
+from sweep.adaptive.sglang_check import compat_python
 from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import sweep
 

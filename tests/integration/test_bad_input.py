@@ -27,7 +27,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness.errors import ConfigError
 from harness.server.procs import free_port
-from sweep.config.specs import build_trial_spec, check_drafter, setup_key
+from sweep.config.drafter_check import check_drafter
+from sweep.config.setup_key import setup_key
+from sweep.config.specs import build_trial_spec
 from sweep.launch.app import CONF_DIR
 from sweep.launch.parse_check import check_launch_flags
 from sweep.launch.slots import slot_count, worker_gpus

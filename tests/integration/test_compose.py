@@ -9,7 +9,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 from harness.errors import ConfigError
-from sweep.config.specs import build_trial_spec, setup_key
+from sweep.config.setup_key import setup_key
+from sweep.config.specs import build_trial_spec
 from sweep.launch.app import CONF_DIR
 from sweep.study.baseline import baseline_overrides
 from sweep.study.space import SearchSpace

@@ -13,7 +13,8 @@ from harness.server.command import build_server_command
 from harness.sglang.speculative import SPEC_MAX_RUNNING_REQUESTS
 from harness.sim.cli import build_parser, resolve
 from harness.sim.model.profiles import HARDWARE, TARGETS
-from sweep.config.specs import build_trial_spec, setup_key
+from sweep.config.setup_key import setup_key
+from sweep.config.specs import build_trial_spec
 from sweep.study.baseline import baseline_overrides
 from sweep.study.caps import caps, caps_line
 from sweep.study.summary import SweepOutcome, write_summary

@@ -13,7 +13,8 @@ from harness.errors import ConfigError
 from harness.measure.client import request_body
 from harness.spec import BenchmarkSpec
 from harness.workload import Prompt
-from sweep.config.specs import build_benchmark_spec, build_trial_spec, setup_key
+from sweep.config.setup_key import setup_key
+from sweep.config.specs import build_benchmark_spec, build_trial_spec
 from sweep.launch.app import CONF_DIR
 
 

@@ -1,5 +1,6 @@
-"""The banner's brief account of what a sweep measures: which prompts, how they are drawn, how
-they are sampled, and what a run is at each level (docs/benchmark.md says why)."""
+"""The banner's lines on what a sweep measures: which prompts, how they are drawn, how they are
+sampled, and what a run is at each level (docs/benchmark.md says why); and which earlier trials
+it measures again because they ran on other software."""
 
 from __future__ import annotations
 
@@ -37,4 +38,31 @@ def runs_line(spec: BenchmarkSpec) -> str:
     return (
         f"{spec.warmup} warm-up + {spec.runs} runs per level of up to {spec.max_tokens} tokens "
         f"each ({'; '.join(levels)})"
+    )
+
+
+def _numbers(numbers: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def software_notice(changes: dict[str, list[int]]) -> str | None:
+    """One line for the banner: which earlier trials ran on other software, and what changed
+    (`changes`: "sglang 0.5.22 -> 0.5.23" -> trial numbers)."""
+    if not changes:
+        return None
+    parts = [
+        f"trial{'s' if len(ns) > 1 else ''} {_numbers(ns)} ({change})"
+        for change, ns in sorted(changes.items(), key=lambda item: min(item[1]))
+    ]
+    return (
+        "note: earlier trials were measured on other software: "
+        + "; ".join(parts)
+        + ". They are not reused (nor is their baseline): this sweep measures again."
     )

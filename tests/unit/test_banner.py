@@ -3,7 +3,7 @@ prompts are drawn, and what a run is at each level."""
 
 from harness.spec import BenchmarkSpec
 from harness.workload import Prompt
-from sweep.readout.benchmark_line import runs_line, workload_line
+from sweep.readout.banner import runs_line, workload_line
 
 
 def prompts(*categories: str) -> list[Prompt]:
