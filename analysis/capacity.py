@@ -151,12 +151,6 @@ def cache_hit_rate_vs_hicache(df: pd.DataFrame) -> Figure:
     return fig
 
 
-CAPACITY_FIGURES: dict[str, Callable[[pd.DataFrame], Figure]] = {
-    "throughput_vs_kv_capacity": throughput_vs_kv_capacity,
-    "cache_hit_rate_vs_hicache": cache_hit_rate_vs_hicache,
-}
-
-
 def available(df: pd.DataFrame) -> dict[str, Callable[[pd.DataFrame], Figure]]:
     """The capacity figures this study has data for."""
     out: dict[str, Callable[[pd.DataFrame], Figure]] = {}

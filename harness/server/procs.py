@@ -1,8 +1,8 @@
 """Processes, process groups and ports: liveness, signals, waits, and a crashed run's leftover.
 
 A server is a process group (its launcher, the TP workers, their helpers), so liveness and
-signals here are per group as well as per pid; /proc is read for what signals cannot tell
-(zombies, descendants that left the group, a process's command line).
+signals here are per group as well as per pid; psutil reads what signals cannot tell (zombies,
+descendants that left the group, a process's command line, who a pid is now).
 """
 
 from __future__ import annotations
@@ -14,13 +14,19 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import psutil
 
 from harness.server.gpu import await_gpu_release
 from harness.server.redact import recorded_argv
 
 log = logging.getLogger(__name__)
+
+# pid -> that process, as it was when the snapshot was taken: psutil.Process knows its start
+# time, so a pid recycled since is never taken for it (is_running, kill).
+Snapshot = dict[int, psutil.Process]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -53,10 +59,34 @@ def wait_until(predicate: Callable[[], bool], deadline_s: float, interval_s: flo
         time.sleep(min(interval_s, remaining))
 
 
-def _signal_zero_succeeds(send: Callable[[int, int], None], target: int) -> bool:
-    """Signal 0 checks existence: ESRCH means gone, EPERM means alive but not ours."""
+def _running(proc: psutil.Process) -> bool:
+    """`pid_alive` for the process itself: False too once its pid was recycled."""
     try:
-        send(target, 0)
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def pid_alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an exited child stays one until it is reaped, and
+    runs nothing). One we may not inspect (AccessDenied: alive but not ours) is alive."""
+    try:
+        return _running(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+    except ValueError:  # a negative pid
+        return False
+
+
+def group_alive(pgid: int) -> bool:
+    """Signal 0 to the group checks existence (psutil knows no groups): ESRCH means gone, EPERM
+    means alive but not ours."""
+    try:
+        os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -64,99 +94,69 @@ def _signal_zero_succeeds(send: Callable[[int, int], None], target: int) -> bool
     return True
 
 
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def pid_alive(pid: int) -> bool:
-    """The process exists and is not a zombie (an exited child stays one until it is reaped, and
-    runs nothing)."""
-    return _signal_zero_succeeds(os.kill, pid) and not _zombie(pid)
-
-
-def group_alive(pgid: int) -> bool:
-    return _signal_zero_succeeds(os.killpg, pgid)
-
-
 def signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
-def process_tree(pgid: int) -> set[int]:
-    """The live members of process group `pgid` and their descendants (a child that called
-    setsid is still a descendant), from /proc."""
-    parents: dict[int, int] = {}
-    members = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ...
-        parents[int(entry)] = int(fields[1])
-        if int(fields[2]) == pgid:
-            members.add(int(entry))
-    tree, frontier = set(members), list(members)
-    while frontier:
-        parent = frontier.pop()
-        for pid, ppid in parents.items():
-            if ppid == parent and pid not in tree:
-                tree.add(pid)
-                frontier.append(pid)
+def _in_group(proc: psutil.Process, pgid: int) -> bool:
+    try:
+        return os.getpgid(proc.pid) == pgid
+    except OSError:
+        return False
+
+
+def snapshot_tree(pgid: int) -> Snapshot:
+    """The members of process group `pgid` and their descendants (a child that called setsid is
+    still a descendant), taken before a stop: afterwards a descendant that left the group is an
+    orphan nobody can find (SGLang 0.5.23 test/test_utils.py::collect_process_tree_pids: "Call
+    it BEFORE the kill")."""
+    tree: Snapshot = {}
+    for proc in psutil.process_iter():
+        if proc.pid in tree or not _in_group(proc, pgid):
+            continue  # a member found as a descendant brought its own descendants along
+        tree[proc.pid] = proc
+        with contextlib.suppress(psutil.Error):
+            tree.update((child.pid, child) for child in proc.children(recursive=True))
     return tree
 
 
-def _start_ticks(pid: int) -> str | None:
-    """The process's start time (/proc stat field 22): with the pid, who a process is (a pid
-    recycled since a snapshot has another start time)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+def process_tree(pgid: int) -> set[int]:
+    """The pids of `snapshot_tree(pgid)`."""
+    return set(snapshot_tree(pgid))
+
+
+def _argv(proc: psutil.Process) -> list[str]:
+    """The process's argv, undecodable bytes as U+FFFD (psutil keeps them as surrogates, which
+    a strict UTF-8 write of a record or a log line refuses)."""
+    return [p.encode(errors="surrogateescape").decode(errors="replace") for p in proc.cmdline()]
 
 
 def command_line(pid: int) -> str | None:
     """The process's command line, secrets (an --api-key value) replaced by references."""
     try:
-        parts = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-    except OSError:
+        parts = _argv(psutil.Process(pid))
+    except (psutil.Error, ValueError):
         return None
-    return " ".join(recorded_argv([p.decode(errors="replace") for p in parts])) or None
+    return " ".join(recorded_argv(parts)) or None
 
 
-def snapshot_tree(pgid: int) -> dict[int, str | None]:
-    """`process_tree(pgid)` with each member's start time, taken before a stop: afterwards a
-    descendant that left the group is an orphan nobody can find (SGLang 0.5.23
-    test/test_utils.py::collect_process_tree_pids: "Call it BEFORE the kill")."""
-    return {pid: _start_ticks(pid) for pid in process_tree(pgid)}
-
-
-def _same_process(pid: int, ticks: str | None) -> bool:
-    return ticks is not None and _start_ticks(pid) == ticks and pid_alive(pid)
-
-
-def kill_tree(pgid: int, snapshot: dict[int, str | None]) -> None:
+def kill_tree(pgid: int, snapshot: Snapshot) -> None:
     """SIGKILL the group and every process of the snapshot still alive (the descendants that
     left the group included), as SGLang's kill_process_tree kills the whole tree."""
     signal_group(pgid, signal.SIGKILL)
-    for pid, ticks in snapshot.items():
-        if _same_process(pid, ticks):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    for proc in snapshot.values():
+        if _running(proc):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()  # psutil refuses a pid recycled since the snapshot
 
 
-def tree_gone(pgid: int, snapshot: dict[int, str | None]) -> bool:
-    return not group_alive(pgid) and not any(_same_process(p, t) for p, t in snapshot.items())
+def tree_gone(pgid: int, snapshot: Snapshot) -> bool:
+    return not group_alive(pgid) and not any(_running(proc) for proc in snapshot.values())
 
 
 def terminate_then_kill(
-    pid: int, snapshot: dict[int, str | None], grace_s: float, wait_leader: Callable[[float], bool]
+    pid: int, snapshot: Snapshot, grace_s: float, wait_leader: Callable[[float], bool]
 ) -> None:
     """SGLang's own teardown order (0.5.23 test/test_utils.py::terminate_and_kill_process_tree):
     SIGTERM to the launcher only, so it drains and sends its schedulers a ShutdownReq (they
@@ -167,6 +167,12 @@ def terminate_then_kill(
         os.kill(pid, signal.SIGTERM)
     wait_leader(grace_s)
     kill_tree(pid, snapshot)
+
+
+def _others() -> Iterator[psutil.Process]:
+    """Every process but this one."""
+    me = os.getpid()
+    return (proc for proc in psutil.process_iter() if proc.pid != me)
 
 
 def leftover_pid(pid_file: Path) -> int | None:
@@ -180,23 +186,23 @@ def leftover_pid(pid_file: Path) -> int | None:
         argv, pid = list(record["argv"]), record.get("pid")
     except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
         return None
-    if pid is not None and _runs(int(pid), argv):
-        return int(pid)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid() and _runs(int(entry), argv):
-            return int(entry)
+    if pid is not None:
+        with contextlib.suppress(psutil.Error, ValueError):
+            if _runs(psutil.Process(int(pid)), argv):
+                return int(pid)
+    for proc in _others():
+        if _runs(proc, argv):
+            return proc.pid
     return None
 
 
-def _runs(pid: int, argv: list[str]) -> bool:
+def _runs(proc: psutil.Process, argv: list[str]) -> bool:
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return recorded_argv(_argv(proc)) == argv
+    except psutil.Error:
         return False
-    if "\nState:\tZ" in status:
-        return False
-    return recorded_argv([part.decode(errors="replace") for part in cmdline]) == argv
 
 
 def stop_leftover(
@@ -221,16 +227,17 @@ def stop_leftover(
 
 def processes_mentioning(marker: str) -> list[str]:
     """The live processes (zombies excluded) whose command line contains `marker`, each as
-    "pid: command line": how a test or a benchmark proves that nothing it started outlived it."""
+    "pid: command line": how a test or a benchmark proves that nothing it started outlived it.
+    The command line is every argument followed by a space (/proc's NULs read as spaces), so
+    that a marker "--port 8000 " matches a last argument too but never "--port 80001"."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
+    for proc in _others():
         try:
-            status = Path(f"/proc/{entry}/status").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cmdline = "".join(f"{part} " for part in _argv(proc))
+        except psutil.Error:
             continue
-        if "\nState:\tZ" not in status and marker in cmdline:
-            found.append(f"{entry}: {cmdline}")
+        if marker in cmdline:
+            found.append(f"{proc.pid}: {cmdline}")
     return found

@@ -47,7 +47,6 @@ READY_LINE = "The server is fired up and ready to roll!"
 # refusal with the success text and status 400.
 FLUSH_TIMEOUT_PARAM = "timeout"
 FLUSH_TIMED_OUT = "Timed out waiting for idle state."
-FLUSH_FAILED = "Flush cache failed.\n"  # 0.5.22+, a refusal without a message
 
 
 @dataclass(frozen=True, eq=False)  # one instance per version, compared (and hashed) by identity

@@ -74,7 +74,3 @@ def token_id(seed: int, index: int, thinking: bool) -> int:
 
 def id_text(token: int) -> str:
     return _VOCAB[token]
-
-
-def token_text(seed: int, index: int, thinking: bool) -> str:
-    return id_text(token_id(seed, index, thinking))

@@ -107,13 +107,11 @@ class Param:
 class SearchSpace:
     def __init__(self, params: dict[str, Param]):
         self.params = params
-        spec = [n for n in (STEPS, TOPK, DRAFT) if n in params]
         if DRAFT in params and not (STEPS in params and TOPK in params):
             raise ConfigError(
                 "search.space: speculative_num_draft_tokens is searched only together with "
                 "speculative_num_steps and speculative_eagle_topk (SGLang ties the three)."
             )
-        self._speculative = spec
 
     @classmethod
     def from_config(cls, space: DictConfig) -> SearchSpace:

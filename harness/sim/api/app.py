@@ -2,7 +2,7 @@
 
 One module per concern: `info` (server/model info, health, flush, metrics), `chat`
 (/v1/chat/completions), `completions` (/v1/completions), `generate` (/generate); `state` holds
-what they share.
+what they share, `streaming` how the last three stream.
 """
 
 from __future__ import annotations

@@ -3,23 +3,15 @@ separated by the reasoning parser, usage and (on request) speculative details at
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
-from harness.sim.api.state import (
-    ABORT_STATUS,
-    ServerState,
-    error_response,
-    finish_request,
-    json_body,
-    spec_meta,
-)
+from harness.sim.api import streaming
+from harness.sim.api.state import ServerState, error_response, json_body, spec_meta
 from harness.sim.request import Chunk, SimRequest
 from harness.sim.text import id_text
 
@@ -54,12 +46,7 @@ def add_chat_route(app: FastAPI, state: ServerState) -> None:
         completion = _Completion(state, request, separate)
         completion.spec_details = bool(body.get("return_spec_tokens_details"))
         if body.get("stream"):
-            options = body.get("stream_options") or {}
-            completion.continuous_usage = bool(options.get("continuous_usage_stats"))
-            return StreamingResponse(
-                completion.stream(bool(options.get("include_usage"))),
-                media_type="text/event-stream",
-            )
+            return completion.stream(streaming.StreamOptions.of(body))
         return JSONResponse(await completion.whole())
 
 
@@ -75,6 +62,7 @@ class _Completion:
         self.continuous_usage = False  # stream_options.continuous_usage_stats
         self.spec_details = False  # return_spec_tokens_details (current surface only)
         self.delivered = 0  # tokens in the chunks so far (the engine may be steps ahead)
+        self.first = True  # the first chunk's delta names the role
 
     def _delta(self, chunk: Chunk) -> dict[str, str]:
         r = self.request
@@ -110,9 +98,9 @@ class _Completion:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         return usage
 
-    def _chunk(
+    def _payload(
         self, choices: list[dict[str, Any]], usage: Any = None, at: float | None = None
-    ) -> str:
+    ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -125,57 +113,40 @@ class _Completion:
         details = spec_meta(self.state, self.request) if wanted else {}
         if details:
             payload["sglext"] = {"spec_tokens_details": details}
-        if at is not None:  # simulator only: virtual seconds since receipt (harness.measure.clock)
-            payload["sim_elapsed_s"] = round(at - self.request.submitted_at, 9)
-            payload["sim_wall_s"] = round(time.monotonic() - self.request.received_wall, 9)
-        return f"data: {json.dumps(payload)}\n\n"
+        if at is not None:
+            payload |= streaming.sim_stamps(self.request, at)
+        return payload
 
-    async def stream(self, include_usage: bool) -> AsyncIterator[str]:
-        finished = False
-        try:
-            first = True
-            while not finished:
-                chunk = await self.request.queue.get()
-                if chunk.finish_reason == "abort":
-                    finished = True
-                    yield self._abort_chunk()
-                    break
-                delta = self._delta(chunk)
-                if first:
-                    delta = {"role": "assistant", **delta}
-                    first = False
-                finished = chunk.finish_reason is not None
-                choice = {
-                    "index": 0,
-                    "delta": delta,
-                    "logprobs": None,
-                    "finish_reason": chunk.finish_reason,
-                    "matched_stop": None,
-                }
-                usage = self.usage() if self.continuous_usage else None
-                yield self._chunk([choice], usage, chunk.at)
-            if include_usage:
-                yield self._chunk([], self.usage())
-            yield "data: [DONE]\n\n"
-            finish_request(self.state, self.request)
-        finally:
-            if not finished:
-                self.state.engine.abort(self.request)
+    def stream(self, options: streaming.StreamOptions) -> Response:
+        self.continuous_usage = options.continuous_usage
+        trailer = self._usage_chunk if options.include_usage else None
+        return streaming.stream(self.state, self.request, self._event, trailer)
 
-    def _abort_chunk(self) -> str:
-        """SGLang 0.5.23 serving_chat.py: an abort with a status code (a system error: OOM,
-        timeout) is one `{"error": ...}` chunk (serving_base.create_streaming_error_response);
-        the loop breaks, then the sglext and usage chunks and [DONE] follow as usual."""
-        if self.state.legacy:  # 0.5.1.post3 raises HTTPException inside the stream: it is cut
-            raise RuntimeError(f"HTTPException(status_code=500): {self.request.abort}")
-        code, name = ABORT_STATUS
-        error = {"object": "error", "message": self.request.abort, "type": name, "param": None}
-        return f"data: {json.dumps({'error': {**error, 'code': code}})}\n\n"
+    def _event(self, chunk: Chunk) -> dict[str, Any]:
+        if chunk.finish_reason == "abort":  # SGLang 0.5.23 serving_chat.py; 0.5.1.post3 cuts
+            if self.state.legacy:
+                streaming.cut(self.request)
+            return streaming.error_event(self.request)
+        delta = self._delta(chunk)
+        if self.first:
+            delta = {"role": "assistant", **delta}
+            self.first = False
+        choice = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": None,
+            "finish_reason": chunk.finish_reason,
+            "matched_stop": None,
+        }
+        usage = self.usage() if self.continuous_usage else None
+        return self._payload([choice], usage, chunk.at)
+
+    def _usage_chunk(self) -> dict[str, Any]:
+        return self._payload([], self.usage())  # with sglext's spec details when asked for
 
     async def whole(self) -> dict[str, Any]:
         reasoning, content, finish = [], [], None
-        while finish is None:
-            chunk = await self.request.queue.get()
+        async for chunk in streaming.chunks(self.request):
             delta = self._delta(chunk)
             reasoning.append(delta.get("reasoning_content", ""))
             content.append(delta.get("content", ""))

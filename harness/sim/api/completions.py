@@ -9,22 +9,15 @@ list of several prompts is not simulated (SGLang's `n`/batch path). Defaults are
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
-from harness.sim.api.state import (
-    ABORT_STATUS,
-    ServerState,
-    error_response,
-    finish_request,
-    json_body,
-)
+from harness.sim.api import streaming
+from harness.sim.api.state import ServerState, error_response, json_body
 from harness.sim.request import Chunk, SimRequest
 from harness.sim.text import id_text
 
@@ -66,12 +59,7 @@ def add_completions_route(app: FastAPI, state: ServerState) -> None:
         state.admit(request)
         completion = _TextCompletion(state, request, str(body.get("model", DEFAULT_MODEL_NAME)))
         if body.get("stream"):
-            options = body.get("stream_options") or {}
-            completion.continuous_usage = bool(options.get("continuous_usage_stats"))
-            return StreamingResponse(
-                completion.stream(bool(options.get("include_usage"))),
-                media_type="text/event-stream",
-            )
+            return completion.stream(streaming.StreamOptions.of(body))
         return JSONResponse(await completion.whole())
 
 
@@ -110,41 +98,33 @@ class _TextCompletion:
             "choices": choices,
         }
 
-    async def stream(self, include_usage: bool) -> AsyncIterator[str]:
-        finished = False
-        try:
-            while not finished:
-                chunk = await self.request.queue.get()
-                finished = chunk.finish_reason is not None
-                if chunk.finish_reason == "abort":
-                    # a status-coded abort: one error chunk, the loop breaks (as chat does)
-                    code, name = ABORT_STATUS
-                    error = {"object": "error", "message": self.request.abort, "type": name}
-                    error |= {"param": None, "code": code}
-                    yield f"data: {json.dumps({'error': error})}\n\n"
-                    break
-                choice = {
-                    "index": 0,
-                    "text": self._text(chunk),
-                    "logprobs": None,
-                    "finish_reason": chunk.finish_reason,
-                    "matched_stop": None,
-                }
-                payload = self._envelope([choice])
-                payload["usage"] = self.usage() if self.continuous_usage else None
-                yield f"data: {json.dumps(payload)}\n\n"
-            if include_usage:  # model_dump_json(exclude_none=True): no "usage": null chunks
-                yield f"data: {json.dumps({**self._envelope([]), 'usage': self.usage()})}\n\n"
-            yield "data: [DONE]\n\n"
-            finish_request(self.state, self.request)
-        finally:
-            if not finished:
-                self.state.engine.abort(self.request)
+    def stream(self, options: streaming.StreamOptions) -> Response:
+        self.continuous_usage = options.continuous_usage
+        trailer = self._usage_chunk if options.include_usage else None
+        return streaming.stream(self.state, self.request, self._event, trailer)
+
+    def _event(self, chunk: Chunk) -> dict[str, Any]:
+        if chunk.finish_reason == "abort":  # a status-coded abort: one error chunk, as chat's
+            return streaming.error_event(self.request)
+        choice = {
+            "index": 0,
+            "text": self._text(chunk),
+            "logprobs": None,
+            "finish_reason": chunk.finish_reason,
+            "matched_stop": None,
+        }
+        return {
+            **self._envelope([choice]),
+            "usage": self.usage() if self.continuous_usage else None,
+        }
+
+    def _usage_chunk(self) -> dict[str, Any]:
+        # model_dump_json(exclude_none=True): no "usage": null chunks
+        return {**self._envelope([]), "usage": self.usage()}
 
     async def whole(self) -> dict[str, Any]:
         text, finish = [], None
-        while finish is None:
-            chunk = await self.request.queue.get()
+        async for chunk in streaming.chunks(self.request):
             text.append(self._text(chunk))
             finish = chunk.finish_reason
         choice = {

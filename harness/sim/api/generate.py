@@ -6,23 +6,15 @@ text, input_ids or input_embeds; neither is refused with its `_validate_inputs` 
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
+from harness.sim.api import streaming
 from harness.sim.api.completions import prompt_of
-from harness.sim.api.state import (
-    ABORT_STATUS,
-    ServerState,
-    error_response,
-    finish_request,
-    json_body,
-    spec_meta,
-)
+from harness.sim.api.state import ABORT_STATUS, ServerState, error_response, json_body, spec_meta
 from harness.sim.request import Chunk, SimRequest
 from harness.sim.text import id_text
 
@@ -56,7 +48,7 @@ def add_generate_route(app: FastAPI, state: ServerState) -> None:
         state.admit(request)
         generation = _Generation(state, request)
         if body.get("stream"):
-            return StreamingResponse(generation.stream(), media_type="text/event-stream")
+            return generation.stream()
         return JSONResponse(await generation.whole())
 
 
@@ -108,36 +100,24 @@ class _Generation:
             self.output_ids.append(self.request.token(i))
             self.text.append(id_text(self.output_ids[-1]))
 
-    async def stream(self) -> AsyncIterator[str]:
-        finished = False
-        try:
-            while not finished:
-                chunk = await self.request.queue.get()
-                self._add(chunk)
-                finished = chunk.finish_reason is not None
-                if chunk.finish_reason == "abort" and self.state.legacy:
-                    # 0.5.1.post3 tokenizer_manager raises HTTPException: the stream is cut
-                    raise RuntimeError(f"HTTPException(status_code=500): {self.request.abort}")
-                payload = {
-                    "text": "".join(self.text),
-                    "meta_info": self._meta(chunk.finish_reason),
-                    "index": 0,
-                    # simulator only: virtual seconds since receipt (harness.measure.clock)
-                    "sim_elapsed_s": round(chunk.at - self.request.submitted_at, 9),
-                    # and the wall seconds the simulator held it (harness.measure.metrics.restamp)
-                    "sim_wall_s": round(time.monotonic() - self.request.received_wall, 9),
-                }
-                yield f"data: {json.dumps(payload)}\n\n"
-            yield "data: [DONE]\n\n"
-            finish_request(self.state, self.request)
-        finally:
-            if not finished:
-                self.state.engine.abort(self.request)
+    def stream(self) -> Response:
+        return streaming.stream(self.state, self.request, self._event)
+
+    def _event(self, chunk: Chunk) -> dict[str, Any]:
+        """The text so far and the meta_info (an abort's too: the last chunk before [DONE])."""
+        self._add(chunk)
+        if chunk.finish_reason == "abort" and self.state.legacy:
+            streaming.cut(self.request)  # 0.5.1.post3 tokenizer_manager raises HTTPException
+        return {
+            "text": "".join(self.text),
+            "meta_info": self._meta(chunk.finish_reason),
+            "index": 0,
+            **streaming.sim_stamps(self.request, chunk.at),
+        }
 
     async def whole(self) -> dict[str, Any]:
         finish = None
-        while finish is None:
-            chunk = await self.request.queue.get()
+        async for chunk in streaming.chunks(self.request):
             self._add(chunk)
             finish = chunk.finish_reason
         # tokenizer_manager.py (0.5.23 and 0.5.22 `_handle_batch_output`, 0.5.1.post3 too): a

@@ -36,7 +36,7 @@ from typing import Any
 from harness.sglang.adaptive import ADAPTIVE_KNOB_DEFAULTS, adaptive_slots
 from harness.sglang.speculative import decode_graph_batch_sizes
 from harness.sim.model.adaptive_args import adaptive_config
-from harness.sim.model.perf_model import MemoryPlan, PerfModel
+from harness.sim.model.perf_model import MemoryPlan, PerfModel, cuda_graph_mib
 
 log = logging.getLogger("sglang.scheduler")
 SWITCH_COST_S = 0.0002  # host time of one runtime-state swap (see the module docstring)
@@ -215,9 +215,8 @@ class AdaptivePerfModel(PerfModel):
         plan = super().memory_plan(mem_fraction_static)
         if not self.dep.cuda_graph:
             return plan
-        bs = self.dep.graph_max_bs
         extra = sum(
-            1.6 * bs * (k + 1) + 0.8 * bs * k
+            cuda_graph_mib(self.dep.graph_max_bs, self.at(k).spec, fixed_mib=0)
             for k in self.policy.candidate_steps
             if k != self.spec.steps  # type: ignore[union-attr]
         )

@@ -103,6 +103,26 @@ class MemoryPlan:
     host_needed_gb: float
 
 
+CUDA_GRAPH_FIXED_MIB = 300  # once per server, whatever it captures
+
+
+def cuda_graph_mib(
+    graph_max_bs: int, spec: Speculation | None, fixed_mib: float = CUDA_GRAPH_FIXED_MIB
+) -> float:
+    """The memory the CUDA graphs of one configuration take (`spec`; None: no speculation),
+    captured up to `graph_max_bs`, with `fixed_mib` on top (the module docstring's Memory):
+
+        fixed + 1.6 MiB * bs * tokens per request + 0.8 MiB * bs * topk * steps
+
+    An adaptive server captures every candidate's graphs at start-up; those past the launch's
+    share its fixed part (`fixed_mib=0`, harness.sim.model.adaptive)."""
+    per_req = spec.draft_tokens if spec else 1
+    mib = fixed_mib + 1.6 * graph_max_bs * per_req
+    if spec:
+        mib += 0.8 * graph_max_bs * spec.topk * spec.steps
+    return mib
+
+
 class PerfModel:
     def __init__(self, hw: HardwareProfile, target: TargetProfile, deployment: Deployment):
         self.hw = hw
@@ -257,12 +277,7 @@ class PerfModel:
         kv_pool = static - weights
         cell = t.kv_bytes_per_token + (drafter.kv_bytes_per_token if drafter else 0)
         kv_tokens = max(0, math.floor(kv_pool * MIB / cell))
-        graph = 0.0
-        if dep.cuda_graph:
-            per_req = self.spec.draft_tokens if self.spec else 1
-            graph = 300 + 1.6 * dep.graph_max_bs * per_req
-            if self.spec:
-                graph += 0.8 * dep.graph_max_bs * self.spec.topk * self.spec.steps
+        graph = cuda_graph_mib(dep.graph_max_bs, self.spec) if dep.cuda_graph else 0.0
         needed = hw.activation_mib + graph
         host_needed = dep.hicache_size_gb * dep.tp
         failure = None
