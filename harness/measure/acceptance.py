@@ -26,11 +26,11 @@ import httpx
 
 from harness.measure.metrics import (
     CUT,
-    Timeline,
     accept_from_counters,
     accept_from_requests,
     prometheus_values,
 )
+from harness.measure.timeline import Timeline
 from harness.server.logs import parse_decode_line
 from harness.sglang.surfaces import SERVER_INFO_PATHS
 

@@ -35,7 +35,6 @@ from harness.measure.flush import flush_when_idle
 from harness.measure.http_stream import StreamClient, event_loop_factory
 from harness.measure.lossless import LosslessOutput, collect
 from harness.measure.metrics import (
-    Timeline,
     aggregate_metrics,
     close_client_gaps,
     restamp,
@@ -45,6 +44,7 @@ from harness.measure.metrics import (
 from harness.measure.prompt_plan import PromptPlan
 from harness.measure.rounds import Users
 from harness.measure.steady import is_cut, keep_in_flight
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord, RunSummary
 from harness.record.stats import summarize
 from harness.spec import BenchmarkSpec, EarlyStop

@@ -21,7 +21,7 @@ import orjson
 from harness.errors import BenchmarkError
 from harness.measure.clock import ServerClock
 from harness.measure.http_stream import SSE, StreamClient, StreamEnded
-from harness.measure.metrics import Timeline
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 from harness.workload import Prompt

@@ -11,29 +11,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord, RunSummary
 from harness.record.stats import summarize
 
 CUT = "cut: still running when the measurement window closed"  # harness.measure.steady
 
 PERCENTILES = (50, 90, 99)
-
-
-@dataclass
-class Timeline:
-    record: RequestRecord
-    points: list[tuple[float, int]] = field(default_factory=list)  # (time, cumulative tokens)
-    # The simulator's per-chunk stamps: virtual seconds from its receipt of the request to the
-    # chunk, one per point (real SGLang sends none). Read by `restamp`.
-    stamps: list[float] = field(default_factory=list)
-    # And the wall seconds from its receipt to sending the chunk: the simulator's own share of the
-    # wall time (timer lateness, its event loop, falling behind), none of it the client's.
-    walls: list[float] = field(default_factory=list)
-    exact: bool = True  # token counts per chunk from the server, not spread over the chunks
-    answer: str = ""  # the streamed answer text, kept only with benchmark.rounds > 1
-    scaled_end_s: float | None = None  # the end on the client's scaled clock, before `restamp`
 
 
 def restamp(line: Timeline, scale: float) -> None:

@@ -18,7 +18,8 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
-from harness.measure.metrics import CUT, Timeline
+from harness.measure.metrics import CUT
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 
 __all__ = ["CUT", "equal_length_levels", "is_cut", "keep_in_flight"]

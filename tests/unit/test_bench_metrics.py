@@ -4,7 +4,6 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.measure.metrics import (
-    Timeline,
     accept_from_counters,
     accept_from_requests,
     aggregate_metrics,
@@ -15,6 +14,7 @@ from harness.measure.metrics import (
     summarize_run,
     tokens_in_window,
 )
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 

@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
-from harness.measure.metrics import Timeline, steady_window, summarize_run
+from harness.measure.metrics import steady_window, summarize_run
 from harness.measure.steady import equal_length_levels, is_cut, keep_in_flight
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 
