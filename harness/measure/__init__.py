@@ -10,7 +10,7 @@ rounds       multi-round users: a slot holds a conversation that grows round by 
 acceptance   a run window's accept length, from the best source the server offers
 metrics      runs from request timelines: windows, rates, percentiles, accept length
 timeline     a request's stream chunks: arrival times and cumulative tokens, the simulator's stamps
-clock        wall-clock durations as server-clock durations
+clock        wall-clock durations as server-clock durations: a simulator's stamps, the client's gaps
 memory       a run window's memory: token usage, queue, cache hits, the KV-bound verdict
 lossless     greedy outputs compared token for token with the baseline's
 """

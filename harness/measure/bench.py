@@ -30,14 +30,12 @@ import httpx
 from harness.measure.acceptance import accept_by_position, open_window, window_accept_length
 from harness.measure.client import deadline_error, is_aborted, stream_request
 from harness.measure.client_cpu import CpuMeter
-from harness.measure.clock import ServerClock
+from harness.measure.clock import ServerClock, close_client_gaps, restamp
 from harness.measure.flush import flush_when_idle
 from harness.measure.http_stream import StreamClient, event_loop_factory
 from harness.measure.lossless import LosslessOutput, collect
 from harness.measure.metrics import (
     aggregate_metrics,
-    close_client_gaps,
-    restamp,
     steady_window,
     summarize_run,
 )
