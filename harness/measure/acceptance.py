@@ -28,8 +28,8 @@ from harness.measure.metrics import (
     CUT,
     accept_from_counters,
     accept_from_requests,
-    prometheus_values,
 )
+from harness.measure.prometheus import prometheus_values
 from harness.measure.timeline import Timeline
 from harness.server.logs import parse_decode_line
 from harness.sglang.surfaces import SERVER_INFO_PATHS

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from harness.measure.metrics import prometheus_values
+from harness.measure.prometheus import prometheus_values
 from harness.record.results import RequestRecord, RunSummary
 from harness.server.logs import (
     host_pool_tokens,

@@ -9,7 +9,6 @@ a real ~600) credits a window with tokens generated before it.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 from harness.measure.timeline import Timeline
@@ -148,16 +147,6 @@ def accept_from_requests(records: Sequence[RequestRecord]) -> float | None:
     return sum((r.completion_tokens or 1) - 1 for r in with_meta) / sum(
         r.verify_ct or 0 for r in with_meta
     )
-
-
-_METRIC = re.compile(r"^(sglang:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
-
-
-def prometheus_values(text: str) -> dict[str, float]:
-    values: dict[str, float] = {}
-    for name, value in _METRIC.findall(text):
-        values[name] = values.get(name, 0.0) + float(value)  # sum over ranks/labels
-    return values
 
 
 def accept_from_counters(

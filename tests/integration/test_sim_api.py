@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from harness.measure.metrics import prometheus_values
+from harness.measure.prometheus import prometheus_values
 from harness.server.command import build_server_command
 from harness.server.process import Server
 from harness.server.procs import free_port

@@ -10,10 +10,10 @@ from harness.measure.metrics import (
     inter_token_latencies,
     naive_window_rate,
     percentile,
-    prometheus_values,
     summarize_run,
     tokens_in_window,
 )
+from harness.measure.prometheus import prometheus_values
 from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
