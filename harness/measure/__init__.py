@@ -8,7 +8,7 @@ client_cpu   the client's own CPU per measured run; the client_bound rule
 steady       steady state at C > 1: C requests in flight while the window is measured
 rounds       multi-round users: a slot holds a conversation that grows round by round
 acceptance   a run window's accept length, from the best source the server offers
-metrics      runs from request timelines: windows, rates, percentiles, accept length
+metrics      runs from request timelines: windows, rates, percentiles; the trial's over its runs
 prometheus   SGLang's /metrics text read into {name: value}, summed over labels
 timeline     a request's stream chunks: arrival times and cumulative tokens, the simulator's stamps
 clock        wall-clock durations as server-clock durations: a simulator's stamps, the client's gaps

@@ -135,35 +135,6 @@ def summarize_run(
     )
 
 
-def accept_from_requests(records: Sequence[RequestRecord]) -> float | None:
-    """Per-request server meta: tokens from verify steps per verify step.
-
-    SGLang's own `spec_accept_length` divides all completion tokens, so the first one (which
-    prefill produced) inflates short requests; leaving it out matches the decode log line and
-    the /metrics counters, and a bypassed drafter reads exactly 1.0."""
-    with_meta = [r for r in records if r.ok and r.verify_ct]
-    if not with_meta:
-        return None
-    return sum((r.completion_tokens or 1) - 1 for r in with_meta) / sum(
-        r.verify_ct or 0 for r in with_meta
-    )
-
-
-def accept_from_counters(
-    before: dict[str, float], after: dict[str, float], requests: int
-) -> float | None:
-    """(generated - first tokens from prefill) / verify calls, from /metrics counter deltas."""
-    verify = after.get("sglang:spec_verify_calls_total", 0) - before.get(
-        "sglang:spec_verify_calls_total", 0
-    )
-    generated = after.get("sglang:generation_tokens_total", 0) - before.get(
-        "sglang:generation_tokens_total", 0
-    )
-    if verify <= 0 or generated <= 0:
-        return None
-    return (generated - requests) / verify
-
-
 def aggregate_metrics(runs: Sequence[RunSummary], objective_concurrency: int) -> dict[str, float]:
     """Flat metric dict: objective-level names (`tok_s`, ...) plus one set per level. Incomplete
     runs (a stalled request) are counted in `incomplete_runs` and left out of everything else."""

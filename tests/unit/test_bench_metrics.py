@@ -3,9 +3,8 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
+from harness.measure.acceptance import accept_from_counters, accept_from_requests
 from harness.measure.metrics import (
-    accept_from_counters,
-    accept_from_requests,
     aggregate_metrics,
     inter_token_latencies,
     naive_window_rate,
