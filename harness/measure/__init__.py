@@ -5,7 +5,7 @@ flush        the flush before a run: SGLang's wait-for-idle `?timeout=`, refusal
 client       one streaming request (chat or /generate) -> RequestRecord + token timeline
 http_stream  the lean HTTP/1.1 reader for streamed responses
 client_cpu   the client's own CPU per measured run; the client_bound rule
-steady       steady state at C > 1: C requests in flight while the window is measured
+steady       steady state at C > 1: C requests in flight, the window they are measured in, the cut
 rounds       multi-round users: a slot holds a conversation that grows round by round
 acceptance   a run window's accept length, from the best source the server offers
 metrics      runs from request timelines: windows, rates, percentiles; the trial's over its runs

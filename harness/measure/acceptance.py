@@ -25,8 +25,8 @@ from pathlib import Path
 
 import httpx
 
-from harness.measure.metrics import CUT
 from harness.measure.prometheus import prometheus_values
+from harness.measure.steady import CUT
 from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.server.logs import parse_decode_line

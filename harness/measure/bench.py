@@ -34,14 +34,10 @@ from harness.measure.clock import ServerClock, close_client_gaps, restamp
 from harness.measure.flush import flush_when_idle
 from harness.measure.http_stream import StreamClient, event_loop_factory
 from harness.measure.lossless import LosslessOutput, collect
-from harness.measure.metrics import (
-    aggregate_metrics,
-    steady_window,
-    summarize_run,
-)
+from harness.measure.metrics import aggregate_metrics, summarize_run
 from harness.measure.prompt_plan import PromptPlan
 from harness.measure.rounds import Users
-from harness.measure.steady import is_cut, keep_in_flight
+from harness.measure.steady import is_cut, keep_in_flight, steady_window
 from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord, RunSummary
 from harness.record.stats import summarize

@@ -1,9 +1,11 @@
-"""Pure measurement arithmetic: runs from request timelines, windows, percentiles, accept length.
+"""Pure measurement arithmetic: a run's numbers from its request timelines, the trial's from runs.
 
-Every time here is on the server's clock (`harness.measure.clock`). A request's timeline is the list
-of (arrival time, cumulative tokens) of its stream chunks, so rates can be computed for exactly the
-tokens that arrived inside a window: counting completions instead (the seeds' 1190 tok/s against
-a real ~600) credits a window with tokens generated before it.
+Every time here is on the server's clock (`harness.measure.clock`). A request's timeline
+(`harness.measure.timeline`) is the list of (arrival time, cumulative tokens) of its stream chunks,
+so rates can be computed for exactly the tokens that arrived inside a window: counting completions
+instead (the seeds' 1190 tok/s against a real ~600) credits a window with tokens generated before
+it. A run's latencies are percentiles (`PERCENTILES`) of its requests'; the trial's metrics
+(`aggregate_metrics`) are means and 95% intervals over its complete runs per level.
 """
 
 from __future__ import annotations
@@ -11,11 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from harness.measure.steady import CUT
 from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord, RunSummary
 from harness.record.stats import summarize
-
-CUT = "cut: still running when the measurement window closed"  # harness.measure.steady
 
 PERCENTILES = (50, 90, 99)
 
@@ -69,19 +70,6 @@ def inter_token_latencies(
             if new > 0 and (window is None or window[0] < t1 <= window[1]):
                 gaps += [(t1 - t0) / new] * new
     return gaps
-
-
-def steady_window(
-    timelines: Sequence[Timeline], concurrency: int, completions: int
-) -> tuple[float, float] | None:
-    """The steady-state window of a run that kept `concurrency` requests in flight: from the
-    C-th completion (every slot has turned over about once, so the ramp-up's lockstep, all C
-    prefilled together at short contexts, is behind) to `completions` completions later (fewer
-    when the run ended on failures). None without a completion after the ramp-up."""
-    ends = sorted(t.record.end_s for t in timelines if t.record.ok)  # type: ignore[type-var]
-    if len(ends) <= concurrency:
-        return None
-    return ends[concurrency - 1], ends[min(concurrency + completions, len(ends)) - 1]
 
 
 def summarize_run(
