@@ -1,6 +1,7 @@
 """Measuring a ready server: warm-up, flush, runs per concurrency level, and what they mean.
 
 bench        the benchmark's steps: warm-up, then per scheduled run flush + measure
+schedule     the run scheduler: repeats, replaced incomplete runs, adaptive runs, early stop
 flush        the flush before a run: SGLang's wait-for-idle `?timeout=`, refusals retried
 client       one streaming request (chat or /generate) -> RequestRecord + token timeline
 http_stream  the lean HTTP/1.1 reader for streamed responses

@@ -5,10 +5,8 @@ the server's cache, so no run reuses another's prefixes and the server's specula
 cover only that run; its accept length comes from the same window (`harness.measure.acceptance`). A
 run at concurrency 1 is `requests_at(1)` requests one after another; above 1 it is steady state
 (`harness.measure.steady`): C in flight until the window holds `window_at(C)` completions. The
-schedule decides one run at a time from what was measured so far: `runs` complete runs per
-concurrency level (an incomplete one, with a stalled or an aborted request, is replaced, up to
-`max_runs`), more while `adaptive` and the 95% interval is wider than `target_ci_pct`, none
-after an early stop.
+schedule (`harness.measure.schedule`) decides one run at a time from what was measured so far:
+repeats, replaced incomplete runs, adaptive runs, an early stop.
 
 Every step runs beside a watchdog that checks the server every WATCH_INTERVAL_S, so a server that
 dies mid-run ends the benchmark at once, not when its requests time out. Records survive a
@@ -37,10 +35,10 @@ from harness.measure.lossless import LosslessOutput, collect
 from harness.measure.metrics import aggregate_metrics, summarize_run
 from harness.measure.prompt_plan import PromptPlan
 from harness.measure.rounds import Users
+from harness.measure.schedule import Run, Schedule
 from harness.measure.steady import is_cut, keep_in_flight, steady_window
 from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord, RunSummary
-from harness.record.stats import summarize
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.workload import Prompt, load_prompts
 
@@ -60,14 +58,6 @@ async def _cancel(*tasks: asyncio.Task[Any]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.wait(tasks)
-
-
-@dataclass(frozen=True)
-class Run:
-    """A measured run the schedule asks for: the `number`-th at `concurrency`."""
-
-    number: int
-    concurrency: int
 
 
 @dataclass
@@ -102,15 +92,14 @@ class Benchmark:
         self.speculative = speculative
         self.on_request = on_request or (lambda _record, _done, _total, _tokens: None)
         self.check_server = check_server or (lambda: None)
-        self.early_stop = early_stop
         self.server_log = server_log
         self.headers = headers or {}  # Authorization when the server has an --api-key
-        self.stopped_early = False
         self.prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
         self.prompt_plan = PromptPlan(self.prompts, spec)  # warm-up apart, runs disjoint, paired
         self.records: list[RequestRecord] = []  # kept even when a run fails halfway
         self.timelines: list[Timeline] = []  # measured requests' chunk arrivals
         self.run_summaries: list[RunSummary] = []
+        self._schedule = Schedule(spec, self.run_summaries, early_stop)  # reads the summaries
         self._origin = ServerClock.now()  # every time is relative to the benchmark's start
         self._flushed = False  # whether the flush before the coming run worked
         self._flush_attempts = 0  # how many posts that flush took
@@ -156,18 +145,14 @@ class Benchmark:
             self._step(self._requests("warmup", 0, level, self.spec.warmup))
 
     def schedule(self) -> Iterator[Run]:
-        """The measured runs, each decided after the previous one was measured."""
-        for index, concurrency in enumerate(self.spec.concurrency):
-            last_level = index == len(self.spec.concurrency) - 1
-            number = 0
-            while self._wants_another_run(number, concurrency):
-                number += 1
-                yield Run(number, concurrency)
-                more = not last_level or self._wants_another_run(number, concurrency)
-                complete = [r for r in self.run_summaries if not r.incomplete]
-                if more and self.early_stop and self.early_stop.should_stop(complete):
-                    self.stopped_early = True
-                    return
+        """The measured runs, each decided after the previous one was measured
+        (harness.measure.schedule)."""
+        return iter(self._schedule)
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the schedule ended on an early stop."""
+        return self._schedule.stopped_early
 
     def flush(self) -> bool:
         """Empty the server's cache before a measured run, waiting for its scheduler to be idle
@@ -202,28 +187,6 @@ class Benchmark:
 
     def metrics(self) -> dict[str, float]:
         return aggregate_metrics(self.run_summaries, self.spec.objective_concurrency)
-
-    # -- scheduling ----------------------------------------------------------------------------
-    def _wants_another_run(self, started: int, concurrency: int) -> bool:
-        """Until `runs` complete runs (an incomplete one is replaced, up to max_runs in all)."""
-        level = [r for r in self.run_summaries if r.concurrency == concurrency]
-        done = sum(not r.incomplete for r in level)
-        if started >= self.spec.max_runs:
-            return False
-        if done < self.spec.runs:
-            return True
-        if not self.spec.adaptive:
-            return False
-        values = [
-            r.decode_tok_s if concurrency == 1 else r.output_tok_s
-            for r in level
-            if not r.incomplete
-        ]
-        values = [v for v in values if v is not None]
-        if len(values) < 2:
-            return True
-        stat = summarize(values)
-        return 100 * stat.ci95 / stat.mean > self.spec.target_ci_pct
 
     # -- running a step beside the watchdog ----------------------------------------------------
     def _step(self, step: Coroutine[Any, Any, T]) -> T:
