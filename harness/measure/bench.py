@@ -8,8 +8,8 @@ run at concurrency 1 is `requests_at(1)` requests one after another; above 1 it 
 schedule (`harness.measure.schedule`) decides one run at a time from what was measured so far:
 repeats, replaced incomplete runs, adaptive runs, an early stop.
 
-Every step runs beside a watchdog that checks the server every WATCH_INTERVAL_S, so a server that
-dies mid-run ends the benchmark at once, not when its requests time out. Records survive a
+Every step runs beside a watchdog (`harness.measure.watchdog`) that checks the server, so a server
+that dies mid-run ends the benchmark at once, not when its requests time out. Records survive a
 failure halfway (they are kept on the instance).
 """
 
@@ -38,26 +38,13 @@ from harness.measure.rounds import Users
 from harness.measure.schedule import Run, Schedule
 from harness.measure.steady import is_cut, keep_in_flight, steady_window
 from harness.measure.timeline import Timeline
+from harness.measure.watchdog import settle, watch_server, watched
 from harness.record.results import RequestRecord, RunSummary
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.workload import Prompt, load_prompts
 
 log = logging.getLogger(__name__)
-WATCH_INTERVAL_S = 0.2  # how often the server's process and log are checked during a benchmark
-# After a run whose requests failed, how long a dying server gets to show it (exit, or a fatal
-# line outliving the harness's grace): a request refused by a server that is being killed must
-# not leave a run of errors that reads as a measurement.
-SETTLE_S = 1.0
 T = TypeVar("T")
-
-
-async def _cancel(*tasks: asyncio.Task[Any]) -> None:
-    """Cancel `tasks` and wait until they ended. Through asyncio.wait, not `await task` under
-    suppress(CancelledError): that would also swallow a cancellation of the caller itself, and a
-    Ctrl-C landing there was lost (the sweep went on and finished as if nothing had been asked)."""
-    for task in tasks:
-        task.cancel()
-    await asyncio.wait(tasks)
 
 
 @dataclass
@@ -193,34 +180,7 @@ class Benchmark:
         if self._runner is None:
             step.close()
             raise RuntimeError("use the Benchmark as a context manager (with Benchmark(...))")
-        return self._runner.run(self._watched(step))
-
-    async def _watched(self, step: Coroutine[Any, Any, T]) -> T:
-        task = asyncio.create_task(step)
-        watch = asyncio.create_task(self._watch())
-        try:
-            await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:  # this step itself (Ctrl-C: asyncio.Runner cancels it)
-            await _cancel(task, watch)
-            raise
-        step_done = task.done()
-        await _cancel(task, watch)
-        if not step_done:
-            watch.result()  # raises the server's failure (ServerOOM, ServerCrashed)
-        return task.result()
-
-    async def _settle(self) -> None:
-        """Poll the server for SETTLE_S: a dead one raises (ServerOOM, ServerCrashed) here."""
-        deadline = asyncio.get_running_loop().time() + SETTLE_S
-        while asyncio.get_running_loop().time() < deadline:
-            self.check_server()
-            await asyncio.sleep(0.05)
-        self.check_server()
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(WATCH_INTERVAL_S)
-            self.check_server()
+        return self._runner.run(watched(step, watch_server(self.check_server)))
 
     # -- the requests --------------------------------------------------------------------------
     def _prompt_source(self, phase: str, run: int, concurrency: int) -> Iterator[Prompt]:
@@ -248,7 +208,7 @@ class Benchmark:
             span = (min(starts), max(ends) if ends else min(starts))
         failed = [t.record.error for t in timelines if not is_cut(t.record.error)]
         if any(e not in (None, deadline_error(self.spec)) for e in failed):
-            await self._settle()
+            await settle(self.check_server)
         accept, source = None, None
         if self.speculative:
             accept, source = await window_accept_length(
