@@ -3,6 +3,7 @@
 bench        the benchmark's steps: warm-up, then per scheduled run flush + measure
 schedule     the run scheduler: repeats, replaced incomplete runs, adaptive runs, early stop
 watchdog     the server watch beside every step: a server that dies ends the step at once
+sender       a phase's requests sent (a wave, or steady state) and kept: records, timelines
 flush        the flush before a run: SGLang's wait-for-idle `?timeout=`, refusals retried
 client       one streaming request (chat or /generate) -> RequestRecord + token timeline
 http_stream  the lean HTTP/1.1 reader for streamed responses
