@@ -15,6 +15,7 @@ metrics      runs from request timelines: windows, rates, percentiles; the trial
 prometheus   SGLang's /metrics text read into {name: value}, summed over labels
 timeline     a request's stream chunks: arrival times and cumulative tokens, the simulator's stamps
 clock        wall-clock durations as server-clock durations: a simulator's stamps, the client's gaps
-memory       a run window's memory: token usage, queue, cache hits, the KV-bound verdict
+memory_probe a run window's memory from SGLang's lines and /metrics: usage, queue, cache hits
+memory       the trial's memory: the KV and host pools, per-level means, the KV-bound verdict
 lossless     greedy outputs compared token for token with the baseline's
 """

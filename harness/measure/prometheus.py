@@ -3,7 +3,7 @@
 Only the `sglang:` samples are kept, each name's samples summed over their labels (one per TP
 rank, per cache source, ...), so a counter reads as the server's total. Both readers of `/metrics`
 parse through it: the accept length's counter deltas (`harness.measure.acceptance`) and the
-memory window's (`harness.measure.memory`).
+memory window's (`harness.measure.memory_probe`).
 """
 
 from __future__ import annotations
