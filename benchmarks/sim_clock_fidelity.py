@@ -6,7 +6,7 @@ scale (default 1: wall time, as real SGLang runs; per-token CPU work and the cli
 milliseconds are then what they are on a real server). The quickstart's default
 (engine.clock_scale) should sit where every ratio is still within 5% of 1.00: the latencies hold
 because the simulator stamps each chunk with its virtual time and the client's own share stays
-at wall rate (harness.measure.metrics.restamp, docs/benchmark.md).
+at wall rate (harness.measure.clock.restamp, docs/benchmark.md).
 
     python benchmarks/sim_clock_fidelity.py [--scales 1 10 50 200] [--max-tokens 1024] [--json]
         [--runs 3] [--requests 2]   (runs x requests measured requests per config and scale: ITL

@@ -33,7 +33,8 @@ from harness.measure.client import deadline_error, is_aborted
 from harness.measure.client_cpu import client_bound
 from harness.measure.clock import ServerClock, simulator_behind
 from harness.measure.lossless import LosslessOutput
-from harness.measure.memory import MemoryProbe, memory_metrics, pool_tokens
+from harness.measure.memory import memory_metrics, pool_tokens
+from harness.measure.memory_probe import MemoryProbe
 from harness.measure.steady import equal_length_levels
 from harness.record.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
 from harness.server.command import ServerCommand, build_server_command
@@ -129,7 +130,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
                 bench.warm_up()  # recorded, kept out of the measurements
                 for run in bench.schedule():  # repeats: replaced, adaptive, stopped early
                     bench.flush()  # no run reuses another's cache or counters
-                    probe.start_run()  # the window's log lines and counters (measure.memory)
+                    probe.start_run()  # the window's log lines and counters (measure.memory_probe)
                     reporter.run_done(probe.end_run(bench.measure(run)), spec.benchmark.runs)
                 info = _check_after_last_run(server)  # a server that died with the last request
                 measured = bench.result()  # aggregate: means and intervals over the runs

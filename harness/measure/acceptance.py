@@ -18,19 +18,17 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import httpx
 
-from harness.measure.metrics import (
-    CUT,
-    Timeline,
-    accept_from_counters,
-    accept_from_requests,
-    prometheus_values,
-)
+from harness.measure.prometheus import prometheus_values
+from harness.measure.steady import CUT
+from harness.measure.timeline import Timeline
+from harness.record.results import RequestRecord
 from harness.server.logs import parse_decode_line
 from harness.sglang.surfaces import SERVER_INFO_PATHS
 
@@ -85,6 +83,35 @@ async def window_accept_length(
     if value is not None:
         return value, "log"
     return await accept_from_server_info(client, window.flushed)
+
+
+def accept_from_requests(records: Sequence[RequestRecord]) -> float | None:
+    """Per-request server meta: tokens from verify steps per verify step.
+
+    SGLang's own `spec_accept_length` divides all completion tokens, so the first one (which
+    prefill produced) inflates short requests; leaving it out matches the decode log line and
+    the /metrics counters, and a bypassed drafter reads exactly 1.0."""
+    with_meta = [r for r in records if r.ok and r.verify_ct]
+    if not with_meta:
+        return None
+    return sum((r.completion_tokens or 1) - 1 for r in with_meta) / sum(
+        r.verify_ct or 0 for r in with_meta
+    )
+
+
+def accept_from_counters(
+    before: dict[str, float], after: dict[str, float], requests: int
+) -> float | None:
+    """(generated - first tokens from prefill) / verify calls, from /metrics counter deltas."""
+    verify = after.get("sglang:spec_verify_calls_total", 0) - before.get(
+        "sglang:spec_verify_calls_total", 0
+    )
+    generated = after.get("sglang:generation_tokens_total", 0) - before.get(
+        "sglang:generation_tokens_total", 0
+    )
+    if verify <= 0 or generated <= 0:
+        return None
+    return (generated - requests) / verify
 
 
 def accept_from_log(server_log: Path | None, since: datetime) -> float | None:

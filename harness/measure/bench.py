@@ -1,17 +1,16 @@
 """The benchmark's steps against a ready server: warm up, then per scheduled run flush + measure.
 
-Warm-up requests are recorded but never measured. Each measured run is preceded by a flush of
-the server's cache, so no run reuses another's prefixes and the server's speculative counters
-cover only that run; its accept length comes from the same window (`harness.measure.acceptance`). A
-run at concurrency 1 is `requests_at(1)` requests one after another; above 1 it is steady state
-(`harness.measure.steady`): C in flight until the window holds `window_at(C)` completions. The
-schedule decides one run at a time from what was measured so far: `runs` complete runs per
-concurrency level (an incomplete one, with a stalled or an aborted request, is replaced, up to
-`max_runs`), more while `adaptive` and the 95% interval is wider than `target_ci_pct`, none
-after an early stop.
+Warm-up requests are recorded but never measured. Each measured run is preceded by a flush of the
+server's cache, so no run reuses another's prefixes and the server's speculative counters cover only
+that run; its accept length comes from the same window (`harness.measure.acceptance`). A run at
+concurrency 1 is `requests_at(1)` requests one after another; above 1 it is steady state
+(`harness.measure.steady`): C in flight until the window holds `window_at(C)` completions; the
+requests are sent and kept by `harness.measure.sender`. The schedule (`harness.measure.schedule`)
+decides one run at a time from what was measured so far: repeats, replaced incomplete runs, adaptive
+runs, an early stop.
 
-Every step runs beside a watchdog that checks the server every WATCH_INTERVAL_S, so a server that
-dies mid-run ends the benchmark at once, not when its requests time out. Records survive a
+Every step runs beside a watchdog (`harness.measure.watchdog`) that checks the server, so a server
+that dies mid-run ends the benchmark at once, not when its requests time out. Records survive a
 failure halfway (they are kept on the instance).
 """
 
@@ -28,52 +27,25 @@ from typing import Any, TypeVar
 import httpx
 
 from harness.measure.acceptance import accept_by_position, open_window, window_accept_length
-from harness.measure.client import deadline_error, is_aborted, stream_request
+from harness.measure.client import deadline_error, is_aborted
 from harness.measure.client_cpu import CpuMeter
-from harness.measure.clock import ServerClock
+from harness.measure.clock import ServerClock, close_client_gaps
 from harness.measure.flush import flush_when_idle
 from harness.measure.http_stream import StreamClient, event_loop_factory
 from harness.measure.lossless import LosslessOutput, collect
-from harness.measure.metrics import (
-    Timeline,
-    aggregate_metrics,
-    close_client_gaps,
-    restamp,
-    steady_window,
-    summarize_run,
-)
+from harness.measure.metrics import aggregate_metrics, summarize_run
 from harness.measure.prompt_plan import PromptPlan
-from harness.measure.rounds import Users
-from harness.measure.steady import is_cut, keep_in_flight
+from harness.measure.schedule import Run, Schedule
+from harness.measure.sender import Sender
+from harness.measure.steady import is_cut, steady_window
+from harness.measure.timeline import Timeline
+from harness.measure.watchdog import settle, watch_server, watched
 from harness.record.results import RequestRecord, RunSummary
-from harness.record.stats import summarize
 from harness.spec import BenchmarkSpec, EarlyStop
-from harness.workload import Prompt, load_prompts
+from harness.workload import load_prompts
 
 log = logging.getLogger(__name__)
-WATCH_INTERVAL_S = 0.2  # how often the server's process and log are checked during a benchmark
-# After a run whose requests failed, how long a dying server gets to show it (exit, or a fatal
-# line outliving the harness's grace): a request refused by a server that is being killed must
-# not leave a run of errors that reads as a measurement.
-SETTLE_S = 1.0
 T = TypeVar("T")
-
-
-async def _cancel(*tasks: asyncio.Task[Any]) -> None:
-    """Cancel `tasks` and wait until they ended. Through asyncio.wait, not `await task` under
-    suppress(CancelledError): that would also swallow a cancellation of the caller itself, and a
-    Ctrl-C landing there was lost (the sweep went on and finished as if nothing had been asked)."""
-    for task in tasks:
-        task.cancel()
-    await asyncio.wait(tasks)
-
-
-@dataclass(frozen=True)
-class Run:
-    """A measured run the schedule asks for: the `number`-th at `concurrency`."""
-
-    number: int
-    concurrency: int
 
 
 @dataclass
@@ -106,18 +78,21 @@ class Benchmark:
         self.spec = spec
         self.clock = clock
         self.speculative = speculative
-        self.on_request = on_request or (lambda _record, _done, _total, _tokens: None)
         self.check_server = check_server or (lambda: None)
-        self.early_stop = early_stop
         self.server_log = server_log
         self.headers = headers or {}  # Authorization when the server has an --api-key
-        self.stopped_early = False
         self.prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
         self.prompt_plan = PromptPlan(self.prompts, spec)  # warm-up apart, runs disjoint, paired
-        self.records: list[RequestRecord] = []  # kept even when a run fails halfway
-        self.timelines: list[Timeline] = []  # measured requests' chunk arrivals
+        self._sender = Sender(
+            spec,
+            clock,
+            self.prompt_plan,
+            speculative=speculative,
+            on_request=on_request or (lambda _record, _done, _total, _tokens: None),
+            check_server=self.check_server,
+        )
         self.run_summaries: list[RunSummary] = []
-        self._origin = ServerClock.now()  # every time is relative to the benchmark's start
+        self._schedule = Schedule(spec, self.run_summaries, early_stop)  # reads the summaries
         self._flushed = False  # whether the flush before the coming run worked
         self._flush_attempts = 0  # how many posts that flush took
         self._flush_asked = False  # whether a flush preceded the coming run at all
@@ -144,6 +119,16 @@ class Benchmark:
             self._runner.close()
             self._runner = self._client = None
 
+    @property
+    def records(self) -> list[RequestRecord]:
+        """Every request sent so far, warm-up included (harness.measure.sender)."""
+        return self._sender.records
+
+    @property
+    def timelines(self) -> list[Timeline]:
+        """The measured requests' timelines so far."""
+        return self._sender.timelines
+
     def run(self) -> BenchmarkResult:
         """The benchmark alone: the steps `harness.trial.run_trial` spells out."""
         with self:
@@ -159,21 +144,17 @@ class Benchmark:
         phase "warmup", never measured."""
         if self.spec.warmup:
             level = self.spec.concurrency[0]
-            self._step(self._requests("warmup", 0, level, self.spec.warmup))
+            self._step(self._sender.wave(self._client, "warmup", 0, level, self.spec.warmup))  # type: ignore[arg-type]
 
     def schedule(self) -> Iterator[Run]:
-        """The measured runs, each decided after the previous one was measured."""
-        for index, concurrency in enumerate(self.spec.concurrency):
-            last_level = index == len(self.spec.concurrency) - 1
-            number = 0
-            while self._wants_another_run(number, concurrency):
-                number += 1
-                yield Run(number, concurrency)
-                more = not last_level or self._wants_another_run(number, concurrency)
-                complete = [r for r in self.run_summaries if not r.incomplete]
-                if more and self.early_stop and self.early_stop.should_stop(complete):
-                    self.stopped_early = True
-                    return
+        """The measured runs, each decided after the previous one was measured
+        (harness.measure.schedule)."""
+        return iter(self._schedule)
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the schedule ended on an early stop."""
+        return self._schedule.stopped_early
 
     def flush(self) -> bool:
         """Empty the server's cache before a measured run, waiting for its scheduler to be idle
@@ -209,68 +190,14 @@ class Benchmark:
     def metrics(self) -> dict[str, float]:
         return aggregate_metrics(self.run_summaries, self.spec.objective_concurrency)
 
-    # -- scheduling ----------------------------------------------------------------------------
-    def _wants_another_run(self, started: int, concurrency: int) -> bool:
-        """Until `runs` complete runs (an incomplete one is replaced, up to max_runs in all)."""
-        level = [r for r in self.run_summaries if r.concurrency == concurrency]
-        done = sum(not r.incomplete for r in level)
-        if started >= self.spec.max_runs:
-            return False
-        if done < self.spec.runs:
-            return True
-        if not self.spec.adaptive:
-            return False
-        values = [
-            r.decode_tok_s if concurrency == 1 else r.output_tok_s
-            for r in level
-            if not r.incomplete
-        ]
-        values = [v for v in values if v is not None]
-        if len(values) < 2:
-            return True
-        stat = summarize(values)
-        return 100 * stat.ci95 / stat.mean > self.spec.target_ci_pct
-
     # -- running a step beside the watchdog ----------------------------------------------------
     def _step(self, step: Coroutine[Any, Any, T]) -> T:
         if self._runner is None:
             step.close()
             raise RuntimeError("use the Benchmark as a context manager (with Benchmark(...))")
-        return self._runner.run(self._watched(step))
+        return self._runner.run(watched(step, watch_server(self.check_server)))
 
-    async def _watched(self, step: Coroutine[Any, Any, T]) -> T:
-        task = asyncio.create_task(step)
-        watch = asyncio.create_task(self._watch())
-        try:
-            await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:  # this step itself (Ctrl-C: asyncio.Runner cancels it)
-            await _cancel(task, watch)
-            raise
-        step_done = task.done()
-        await _cancel(task, watch)
-        if not step_done:
-            watch.result()  # raises the server's failure (ServerOOM, ServerCrashed)
-        return task.result()
-
-    async def _settle(self) -> None:
-        """Poll the server for SETTLE_S: a dead one raises (ServerOOM, ServerCrashed) here."""
-        deadline = asyncio.get_running_loop().time() + SETTLE_S
-        while asyncio.get_running_loop().time() < deadline:
-            self.check_server()
-            await asyncio.sleep(0.05)
-        self.check_server()
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(WATCH_INTERVAL_S)
-            self.check_server()
-
-    # -- the requests --------------------------------------------------------------------------
-    def _prompt_source(self, phase: str, run: int, concurrency: int) -> Iterator[Prompt]:
-        """The prompts of this phase/run in sending order, endless
-        (harness.measure.prompt_plan)."""
-        return self.prompt_plan.source(phase, run, concurrency)
-
+    # -- the steps inside the event loop -------------------------------------------------------
     async def _flush(self) -> tuple[bool, int]:
         assert self._client is not None
         return await flush_when_idle(self._client)
@@ -280,18 +207,20 @@ class Benchmark:
         window = await open_window(self._client, self._flushed, speculative=self.speculative)
         steady = run.concurrency > 1
         if steady:
-            timelines = await self._steady(run)
+            timelines = await self._sender.steady(self._client, run)
             span = steady_window(timelines, run.concurrency, self.spec.window_at(run.concurrency))
         else:
             count = self.spec.requests_at(run.concurrency)
-            timelines = await self._requests("measure", run.number, run.concurrency, count)
+            timelines = await self._sender.wave(
+                self._client, "measure", run.number, run.concurrency, count
+            )
             close_client_gaps(timelines, self.clock.scale)  # one after another: the gaps are ours
             starts = [t.record.start_s for t in timelines]
             ends = [t.record.end_s for t in timelines if t.record.end_s is not None]
             span = (min(starts), max(ends) if ends else min(starts))
         failed = [t.record.error for t in timelines if not is_cut(t.record.error)]
         if any(e not in (None, deadline_error(self.spec)) for e in failed):
-            await self._settle()
+            await settle(self.check_server)
         accept, source = None, None
         if self.speculative:
             accept, source = await window_accept_length(
@@ -305,84 +234,3 @@ class Benchmark:
         # configuration's. Kept and flagged, replaced (up to max_runs), left out of the means.
         summary.incomplete = any(e == deadline_error(self.spec) or is_aborted(e) for e in failed)
         return summary
-
-    async def _steady(self, run: Run) -> list[Timeline]:
-        """C requests in flight until the steady-state window is complete
-        (`harness.measure.steady`): C completions of ramp-up, then the window's; the requests still
-        running are cut."""
-        concurrency, target = run.concurrency, self.spec.window_at(run.concurrency)
-        total, progress = concurrency + target, [0, 0]  # requests done, their tokens
-        # benchmark.users conversations of benchmark.rounds rounds (harness.measure.rounds)
-        spec, source = self.spec, self._prompt_source("measure", run.number, concurrency)
-        users = Users(source, spec.rounds, max(spec.users, concurrency))
-
-        async def send(on_start: Callable[[Timeline], None]) -> Timeline:
-            prompt = users.next()
-            line = await self._send(prompt, "measure", run.number, concurrency, on_start)
-            users.answered(prompt, line)
-            progress[0] += 1
-            progress[1] += line.record.completion_tokens or 0
-            self.on_request(line.record, min(progress[0], total), total, progress[1])
-            return line
-
-        started, cut = await keep_in_flight(send, concurrency, total, max_failures=target)
-        for line in cut:
-            self._keep(line, "measure")
-        return started
-
-    def _server_time(self, wall: float) -> float:
-        return self.clock.seconds(wall - self._origin)
-
-    def _keep(self, timeline: Timeline, phase: str) -> None:
-        if self.clock.simulated:  # the client's own share stays at wall rate
-            restamp(timeline, self.clock.scale)
-        self.records.append(timeline.record)
-        if phase == "measure":
-            self.timelines.append(timeline)
-
-    async def _send(
-        self,
-        prompt: Prompt,
-        phase: str,
-        run: int,
-        concurrency: int,
-        on_start: Callable[[Timeline], None] | None = None,
-    ) -> Timeline:
-        """One request, kept in the records (measured ones in the timelines too)."""
-        assert self._client is not None
-        timeline = await stream_request(
-            self._client,
-            self.spec,
-            prompt,
-            phase=phase,
-            run=run,
-            concurrency=concurrency,
-            speculative=self.speculative,
-            server_time=self._server_time,
-            on_start=on_start,
-        )
-        self._keep(timeline, phase)
-        if timeline.record.error is not None:
-            self.check_server()  # a dead server raises ServerOOM/ServerCrashed here
-        return timeline
-
-    async def _requests(self, phase: str, run: int, concurrency: int, count: int) -> list[Timeline]:
-        """One wave of `count` requests, `concurrency` at a time (warm-up, and every run at
-        concurrency 1)."""
-        semaphore = asyncio.Semaphore(concurrency)
-        done = 0
-        tokens = 0
-        source = self._prompt_source(phase, run, concurrency)
-        prompts = [next(source) for _ in range(count)]
-
-        async def one(prompt: Prompt) -> Timeline:
-            nonlocal done, tokens
-            async with semaphore:
-                timeline = await self._send(prompt, phase, run, concurrency)
-            done += 1
-            tokens += timeline.record.completion_tokens or 0
-            if phase == "measure":
-                self.on_request(timeline.record, done, count, tokens)
-            return timeline
-
-        return list(await asyncio.gather(*(one(p) for p in prompts)))

@@ -21,7 +21,7 @@ import orjson
 from harness.errors import BenchmarkError
 from harness.measure.clock import ServerClock
 from harness.measure.http_stream import SSE, StreamClient, StreamEnded
-from harness.measure.metrics import Timeline
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 from harness.workload import Prompt
@@ -108,7 +108,7 @@ async def stream_request(
         chunk = orjson.loads(data)
         if state.add(chunk):
             points.append((server_time(now()), state.tokens))
-            if "sim_elapsed_s" in chunk:  # the simulator's stamp (harness.measure.metrics.restamp)
+            if "sim_elapsed_s" in chunk:  # the simulator's stamp (harness.measure.clock.restamp)
                 stamps.append(float(chunk["sim_elapsed_s"]))
                 if "sim_wall_s" in chunk:
                     timeline.walls.append(float(chunk["sim_wall_s"]))

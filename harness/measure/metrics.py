@@ -1,105 +1,24 @@
-"""Pure measurement arithmetic: runs from request timelines, windows, percentiles, accept length.
+"""Pure measurement arithmetic: a run's numbers from its request timelines, the trial's from runs.
 
-Every time here is on the server's clock (`harness.measure.clock`). A request's timeline is the list
-of (arrival time, cumulative tokens) of its stream chunks, so rates can be computed for exactly the
-tokens that arrived inside a window: counting completions instead (the seeds' 1190 tok/s against
-a real ~600) credits a window with tokens generated before it.
+Every time here is on the server's clock (`harness.measure.clock`). A request's timeline
+(`harness.measure.timeline`) is the list of (arrival time, cumulative tokens) of its stream chunks,
+so rates can be computed for exactly the tokens that arrived inside a window: counting completions
+instead (the seeds' 1190 tok/s against a real ~600) credits a window with tokens generated before
+it. A run's latencies are percentiles (`PERCENTILES`) of its requests'; the trial's metrics
+(`aggregate_metrics`) are means and 95% intervals over its complete runs per level.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
+from harness.measure.steady import CUT
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord, RunSummary
 from harness.record.stats import summarize
 
-CUT = "cut: still running when the measurement window closed"  # harness.measure.steady
-
 PERCENTILES = (50, 90, 99)
-
-
-@dataclass
-class Timeline:
-    record: RequestRecord
-    points: list[tuple[float, int]] = field(default_factory=list)  # (time, cumulative tokens)
-    # The simulator's per-chunk stamps: virtual seconds from its receipt of the request to the
-    # chunk, one per point (real SGLang sends none). Read by `restamp`.
-    stamps: list[float] = field(default_factory=list)
-    # And the wall seconds from its receipt to sending the chunk: the simulator's own share of the
-    # wall time (timer lateness, its event loop, falling behind), none of it the client's.
-    walls: list[float] = field(default_factory=list)
-    exact: bool = True  # token counts per chunk from the server, not spread over the chunks
-    answer: str = ""  # the streamed answer text, kept only with benchmark.rounds > 1
-    scaled_end_s: float | None = None  # the end on the client's scaled clock, before `restamp`
-
-
-def restamp(line: Timeline, scale: float) -> None:
-    """Put a simulated request's times on the server's clock without scaling the client's share.
-
-    The client's scaled time for chunk i, P_i - start, is `scale` x its wall time. The server's
-    share of that wall time is stamp_i / scale; the rest (sending, parsing, the event loop) is
-    the client's own and is kept at wall rate, as it would be against a server at scale 1:
-
-        P_i' = start + stamp_i + (P_i - start - stamp_i) / scale
-
-    With the simulator's wall seconds per chunk (W_i, `walls`), the client's share is exactly
-    what lies outside them, (P_i - start) / scale - W_i: the simulator's own timer lateness and
-    CPU (which at scale 1 a real server does not have in its stamps either) stay out of it.
-
-    The identity at scale 1. The end (after the last chunk: usage, [DONE]) is the client's alone.
-    A timeline without a stamp per point is left as it is."""
-    record = line.record
-    line.scaled_end_s = record.end_s
-    if scale == 1 or not line.points or len(line.stamps) != len(line.points):
-        return
-    start, points, elapsed = record.start_s, [], 0.0
-    walls = line.walls if len(line.walls) == len(line.points) else None
-    for i, ((t, tokens), stamp) in enumerate(zip(line.points, line.stamps, strict=True)):
-        elapsed = max(stamp, elapsed)  # never before the previous chunk
-        if walls is not None:
-            client = max((t - start) / scale - walls[i], 0.0)
-        else:
-            client = max(t - start - elapsed, 0.0) / scale
-        at = start + elapsed + client
-        points.append((max(at, points[-1][0]) if points else at, tokens))
-    if record.end_s is not None:
-        record.end_s = points[-1][0] + max(record.end_s - line.points[-1][0], 0.0) / scale
-    line.points = points
-    record.first_token_s = points[0][0]
-
-
-def close_client_gaps(lines: Sequence[Timeline], scale: float) -> None:
-    """Put the gaps between a simulated server's sequential requests on the server's clock.
-
-    Between one request's end and the next one's send the time is the client's (the answer's
-    last bytes, the next request built and sent): wall time against a real server, and the
-    simulator's idle engine counts it at wall rate too (harness/sim/clock.py `client_time`). On
-    the client's scaled clock it read `scale` times over, so a concurrency-1 run's span, and its
-    output tok/s, held 50x the client's gaps: 76.7 tok/s against the model's 88.7 at clock scale
-    50 (benchmarks/client_fidelity.py). Each request after the first is moved earlier so that its
-    gap to the one before it is that gap's wall time, after `restamp` (which keeps each request's
-    own client share at wall rate). Requests that overlap, or follow one without an end, keep
-    the shift so far. The identity at scale 1."""
-    if scale == 1:
-        return
-    shift, previous = 0.0, None
-    for line in sorted(lines, key=lambda x: x.record.start_s):
-        record = line.record
-        end = previous.record.end_s if previous is not None else None  # shifted already
-        before = previous.scaled_end_s if previous is not None else None
-        if end is not None and before is not None and record.start_s >= before:  # sequential
-            shift = end + (record.start_s - before) / scale - record.start_s
-        if shift:
-            record.start_s += shift
-            if record.first_token_s is not None:
-                record.first_token_s += shift
-            if record.end_s is not None:
-                record.end_s += shift
-            line.points = [(t + shift, tokens) for t, tokens in line.points]
-        previous = line
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -153,19 +72,6 @@ def inter_token_latencies(
     return gaps
 
 
-def steady_window(
-    timelines: Sequence[Timeline], concurrency: int, completions: int
-) -> tuple[float, float] | None:
-    """The steady-state window of a run that kept `concurrency` requests in flight: from the
-    C-th completion (every slot has turned over about once, so the ramp-up's lockstep, all C
-    prefilled together at short contexts, is behind) to `completions` completions later (fewer
-    when the run ended on failures). None without a completion after the ramp-up."""
-    ends = sorted(t.record.end_s for t in timelines if t.record.ok)  # type: ignore[type-var]
-    if len(ends) <= concurrency:
-        return None
-    return ends[concurrency - 1], ends[min(concurrency + completions, len(ends)) - 1]
-
-
 def summarize_run(
     run: int,
     concurrency: int,
@@ -215,45 +121,6 @@ def summarize_run(
         window_completions=len(in_window) if steady else None,
         cut=len(cut),
     )
-
-
-def accept_from_requests(records: Sequence[RequestRecord]) -> float | None:
-    """Per-request server meta: tokens from verify steps per verify step.
-
-    SGLang's own `spec_accept_length` divides all completion tokens, so the first one (which
-    prefill produced) inflates short requests; leaving it out matches the decode log line and
-    the /metrics counters, and a bypassed drafter reads exactly 1.0."""
-    with_meta = [r for r in records if r.ok and r.verify_ct]
-    if not with_meta:
-        return None
-    return sum((r.completion_tokens or 1) - 1 for r in with_meta) / sum(
-        r.verify_ct or 0 for r in with_meta
-    )
-
-
-_METRIC = re.compile(r"^(sglang:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
-
-
-def prometheus_values(text: str) -> dict[str, float]:
-    values: dict[str, float] = {}
-    for name, value in _METRIC.findall(text):
-        values[name] = values.get(name, 0.0) + float(value)  # sum over ranks/labels
-    return values
-
-
-def accept_from_counters(
-    before: dict[str, float], after: dict[str, float], requests: int
-) -> float | None:
-    """(generated - first tokens from prefill) / verify calls, from /metrics counter deltas."""
-    verify = after.get("sglang:spec_verify_calls_total", 0) - before.get(
-        "sglang:spec_verify_calls_total", 0
-    )
-    generated = after.get("sglang:generation_tokens_total", 0) - before.get(
-        "sglang:generation_tokens_total", 0
-    )
-    if verify <= 0 or generated <= 0:
-        return None
-    return (generated - requests) / verify
 
 
 def aggregate_metrics(runs: Sequence[RunSummary], objective_concurrency: int) -> dict[str, float]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from harness.measure.metrics import Timeline
+from harness.measure.timeline import Timeline
 from harness.workload import Prompt
 
 __all__ = ["Users", "follow_up"]

@@ -1,15 +1,15 @@
 """Steady state at concurrency C > 1: exactly C requests in flight while a window is measured.
 
 Each of C slots sends its next request the moment its previous one ended (a closed loop, as a
-serving engineer's "C users" means), so the server's batch stays at C. The window over which
-rates are computed is chosen afterwards from the completions
-(`harness.measure.metrics.steady_window`): it opens at the C-th completion and closes `target`
-completions later. Once the last of those has arrived nothing more is admitted and the requests
-still running are cut: their streams are closed, which SGLang answers by aborting them (0.5.23
-`tokenizer_manager.create_abort_task`, the StreamingResponse's background task; the simulator aborts
-at once), so no drain is waited for. A cut request keeps the tokens that arrived before the cut (the
-window counts those inside it) and is recorded with the error CUT, which is neither an error nor a
-completion.
+serving engineer's "C users" means), so the server's batch stays at C. The window over which rates
+are computed is chosen afterwards from the completions (`steady_window`): it opens at the C-th
+completion and closes `target` completions later. Once the last of those has arrived nothing more is
+admitted and the requests still running are cut: their streams are closed, which SGLang answers by
+aborting them (0.5.23 `tokenizer_manager.create_abort_task`, the StreamingResponse's background
+task; the simulator aborts at once), so no drain is waited for. A cut request keeps the tokens that
+arrived before the cut (the window counts those inside it) and is recorded with the error CUT, which
+is neither an error nor a completion. `equal_length_levels` names the levels whose answers nearly
+all had one length: their slots ran in waves.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
-from harness.measure.metrics import CUT, Timeline
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 
-__all__ = ["CUT", "equal_length_levels", "is_cut", "keep_in_flight"]
+CUT = "cut: still running when the measurement window closed"  # a cut request's error
 
 # The share of a level's completions with one output length above which its slots finish in
 # waves (docs/benchmark.md, "Equal lengths and waves").
@@ -82,6 +82,19 @@ async def keep_in_flight(
         if line.points:
             line.record.first_token_s = line.points[0][0]
     return started, cut
+
+
+def steady_window(
+    timelines: Sequence[Timeline], concurrency: int, completions: int
+) -> tuple[float, float] | None:
+    """The steady-state window of a run that kept `concurrency` requests in flight: from the
+    C-th completion (every slot has turned over about once, so the ramp-up's lockstep, all C
+    prefilled together at short contexts, is behind) to `completions` completions later (fewer
+    when the run ended on failures). None without a completion after the ramp-up."""
+    ends = sorted(t.record.end_s for t in timelines if t.record.ok)  # type: ignore[type-var]
+    if len(ends) <= concurrency:
+        return None
+    return ends[concurrency - 1], ends[min(concurrency + completions, len(ends)) - 1]
 
 
 def equal_length_levels(records: Sequence[RequestRecord]) -> dict[int, int]:

@@ -95,11 +95,11 @@ class RunSummary:
     window: list[float] | None = None
     window_completions: int | None = None
     cut: int = 0
-    # Memory inside the window (harness.measure.memory): the decode lines' mean (and peak) token
-    # usage, #running-req and #queue-req, the prefill lines' cache hit rate, the requests retracted,
-    # and the mean prompt + output tokens of the window's completed requests. memory_source: "log"
-    # (the lines), "metrics" (/metrics counter deltas over the run: hit rate and retractions
-    # only), None (neither was there).
+    # Memory inside the window (harness.measure.memory_probe): the decode lines' mean (and peak)
+    # token usage, #running-req and #queue-req, the prefill lines' cache hit rate, the requests
+    # retracted, and the mean prompt + output tokens of the window's completed requests.
+    # memory_source: "log" (the lines), "metrics" (/metrics counter deltas over the run: hit rate
+    # and retractions only), None (neither was there).
     token_usage_mean: float | None = None
     token_usage_max: float | None = None
     running_mean: float | None = None

@@ -1,7 +1,7 @@
 """The simulator's virtual clock: `clock_scale` virtual seconds per wall second while the engine
 works, set back when an idle engine picks up what arrived (so the event loop's wall latency, CPU
 and not the simulated server, never reaches the chunk stamps scaled:
-harness.measure.metrics.restamp)."""
+harness.measure.clock.restamp)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ log = logging.getLogger("sglang.scheduler")
 # PRECISE_MIN_S sleeps until PRECISE_SPIN_S before its deadline and then yields to the loop until
 # the deadline (a few percent of a core at scale 1). Shorter waits, a fast clock's, sleep as
 # before: there the chunks' virtual stamps carry the latencies, not their wall arrival
-# (harness.measure.metrics.restamp), so spinning would only take CPU from the client on the same
+# (harness.measure.clock.restamp), so spinning would only take CPU from the client on the same
 # cores.
 PRECISE_MIN_S = 0.002
 PRECISE_SPIN_S = 0.0012

@@ -233,7 +233,7 @@ class Engine:
         to the engine task. That wall latency is CPU, not the simulated server: on the virtual
         clock it would land `clock_scale` times over in the chunk stamps (TTFT at a fast clock
         read ~10 ms high). The clock goes back to that point so the stamps' server time passes
-        at the clock's rate from there; the client's wall share (harness.measure.metrics.restamp)
+        at the clock's rate from there; the client's wall share (harness.measure.clock.restamp)
         keeps the latency at wall rate, as against a real server."""
         now = self.clock.now()
         if not self.waiting:

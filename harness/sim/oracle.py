@@ -246,7 +246,7 @@ def modelled_steady_state(
     benchmark feeds it (`harness.measure.steady`): `concurrency` slots, each sending the next of
     `prompts` (in order, greedy, natural lengths) the moment its previous request ended. The
     rate is of the tokens emitted between the C-th completion and `completions` later, as
-    `harness.measure.metrics.steady_window` defines the window; `requests` is the completions in it.
+    `harness.measure.steady.steady_window` defines the window; `requests` is the completions in it.
     `prompts`: strings, or chat message lists (role/content dicts) whose shared prefixes and
     multi-turn history reach the radix cache; the capacity fields (token usage, running,
     queued, cache hit rate, retractions) are over the same window. With --stream-interval N in

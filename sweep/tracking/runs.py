@@ -339,7 +339,7 @@ class Tracker:
         now = int(time.time() * 1000)
         metrics = []
         for r in result.runs:
-            # Speed, acceptance and the memory window (harness.measure.memory):
+            # Speed, acceptance and the memory window (harness.measure.memory_probe):
             # run.token_usage_mean_c150; the trial's aggregates (kv_pool_tokens, requests_fit,
             # kv_bound) are its metrics.
             for name in RUN_STEP_METRICS:

@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from harness.measure.metrics import prometheus_values
+from harness.measure.prometheus import prometheus_values
 from harness.server.command import build_server_command
 from harness.server.process import Server
 from harness.server.procs import free_port
@@ -140,8 +140,9 @@ def test_harness_retries_a_flush_refused_by_the_idle_race_so_the_counters_cover_
     queue still drains), the harness retries, and the server's speculative counters after each
     run cover that run only."""
     import harness.measure.flush as flush_module
-    from harness.measure.bench import Benchmark, Run
+    from harness.measure.bench import Benchmark
     from harness.measure.clock import ServerClock
+    from harness.measure.schedule import Run
     from harness.spec import BenchmarkSpec
 
     spec = BenchmarkSpec(model="m", max_tokens=128, warmup=1, runs=2, requests_per_run=1)

@@ -8,13 +8,7 @@ import asyncio
 
 import pytest
 
-from harness.measure.bench import Benchmark
-
-
-def _bench(watch) -> Benchmark:
-    bench = object.__new__(Benchmark)  # _watched needs nothing but the watch
-    bench._watch = watch  # type: ignore[method-assign]
-    return bench
+from harness.measure.watchdog import watched
 
 
 def test_a_cancellation_while_the_watch_winds_down_reaches_the_caller():
@@ -31,7 +25,7 @@ def test_a_cancellation_while_the_watch_winds_down_reaches_the_caller():
         async def step() -> int:
             return 1
 
-        return await _bench(watch)._watched(step())
+        return await watched(step(), watch())
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(main())
@@ -45,7 +39,7 @@ def test_the_step_result_and_the_servers_failure_still_come_through():
         await asyncio.sleep(0)
         return 7
 
-    assert asyncio.run(_bench(idle_watch)._watched(step())) == 7
+    assert asyncio.run(watched(step(), idle_watch())) == 7
 
     async def dead_server() -> None:
         raise RuntimeError("server exited")
@@ -55,4 +49,4 @@ def test_the_step_result_and_the_servers_failure_still_come_through():
         return 0
 
     with pytest.raises(RuntimeError, match="server exited"):
-        asyncio.run(_bench(dead_server)._watched(long_step()))
+        asyncio.run(watched(long_step(), dead_server()))

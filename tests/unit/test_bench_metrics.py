@@ -3,18 +3,17 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
+from harness.measure.acceptance import accept_from_counters, accept_from_requests
 from harness.measure.metrics import (
-    Timeline,
-    accept_from_counters,
-    accept_from_requests,
     aggregate_metrics,
     inter_token_latencies,
     naive_window_rate,
     percentile,
-    prometheus_values,
     summarize_run,
     tokens_in_window,
 )
+from harness.measure.prometheus import prometheus_values
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 

@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from harness.measure.clock import ServerClock
-from harness.measure.metrics import Timeline, close_client_gaps, restamp
+from harness.measure.clock import ServerClock, close_client_gaps, restamp
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 
 

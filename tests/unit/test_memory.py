@@ -1,5 +1,6 @@
-"""Memory as a result (harness.measure.memory): SGLang's own lines, as its source prints them,
-parsed and summarised per run window; the trial's memory metrics and the KV-bound rule."""
+"""Memory as a result: SGLang's own lines, as its source prints them, parsed and summarised per run
+window (harness.measure.memory_probe); the trial's memory metrics and the KV-bound rule
+(harness.measure.memory)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.measure.memory import (
-    MemoryProbe,
-    admission_room,
-    kv_bound,
-    memory_metrics,
-    pool_tokens,
-    window_memory,
-)
+from harness.measure.memory import admission_room, kv_bound, memory_metrics, pool_tokens
+from harness.measure.memory_probe import MemoryProbe, window_memory
 from harness.record.results import RequestRecord, RunSummary
 from harness.server.logs import (
     host_pool_tokens,

@@ -9,8 +9,8 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.measure.client import _StreamState
-from harness.measure.metrics import Timeline
 from harness.measure.rounds import Users, follow_up
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 from harness.workload.prompt import Prompt

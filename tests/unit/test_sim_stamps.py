@@ -1,6 +1,6 @@
 """The simulator's chunk stamps at a fast clock: the wall time the event loop (or the client)
 spends is CPU, not simulated server time, so it must not reach the stamps `clock_scale` times
-over (harness.measure.metrics.restamp keeps it at wall rate from the client's side)."""
+over (harness.measure.clock.restamp keeps it at wall rate from the client's side)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ def test_restamp_leaves_the_simulators_own_wall_time_out_of_the_clients_share():
     """The simulator sends each chunk late by its timer's granularity (~1 ms at a fast clock,
     where a step is a fraction of a wall millisecond); that lateness is its own, not the
     client's: with its wall seconds per chunk (`walls`) the ITL is the stamps' again."""
-    from harness.measure.metrics import Timeline, restamp
+    from harness.measure.clock import restamp
+    from harness.measure.timeline import Timeline
     from harness.record.results import RequestRecord
 
     stamps = [0.030, 0.041, 0.052, 0.063]  # virtual: prefill, then 11 ms steps

@@ -1,5 +1,5 @@
-"""The steady-state loop (harness.measure.steady) and window (harness.measure.metrics) without a
-server."""
+"""The steady-state loop and window (harness.measure.steady) and a steady run's numbers
+(harness.measure.metrics) without a server."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
-from harness.measure.metrics import Timeline, steady_window, summarize_run
-from harness.measure.steady import equal_length_levels, is_cut, keep_in_flight
+from harness.measure.metrics import summarize_run
+from harness.measure.steady import equal_length_levels, is_cut, keep_in_flight, steady_window
+from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.spec import BenchmarkSpec
 
