@@ -148,7 +148,7 @@ COMMANDS = {
         _compat, "python -m sweep.compat", "every launch through SGLang's own parser"
     ),
     "services": Command(
-        _services, "python -m sweep.services", "PostgreSQL + MLflow for several workers"
+        _services, "python -m sweep.services", "PostgreSQL + MLflow (and SLURM) for workers"
     ),
     "sync": Command(_sync, "python -m sweep.sync", "upload the trial folders MLflow lacks"),
     "drafter": Command(_drafter, "python -m drafter", "check a drafter checkpoint"),

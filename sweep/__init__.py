@@ -13,6 +13,6 @@ preflight  `python -m sweep.preflight`: what would sink a sweep, at second 0
 reproduce  `python -m sweep.reproduce`: re-measure the answer, export its launch
 adaptive   `python -m sweep.adaptive`: adaptive speculation head to head
 compat     `python -m sweep.compat`: SGLang's own parser and bench_serving
-services   `python -m sweep.services`: PostgreSQL and MLflow for several workers
+services   `python -m sweep.services`: PostgreSQL, MLflow (and SLURM) for workers
 sync       `python -m sweep.sync`: upload what MLflow lacks
 """
