@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from harness.server.procs import free_port
 from sweep.services import stores as services
 
 
@@ -35,3 +37,16 @@ def tracking_services():
             else:
                 os.environ[key] = value
         shutil.rmtree(root, ignore_errors=True)
+
+
+def sweep_argv(results: Path, locks: Path, *args: str) -> list[str]:
+    """`python sweep.py -m` for a scale-out test: its own results, GPU locks and server port."""
+    return [
+        sys.executable,
+        "sweep.py",
+        "-m",
+        f"tracking.dir={results}",
+        f"worker.lock_dir={locks}",
+        f"server.port={free_port()}",
+        *args,
+    ]

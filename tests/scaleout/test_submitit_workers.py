@@ -17,7 +17,6 @@ import json
 import os
 import pickle
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -25,9 +24,9 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.server.procs import free_port
 from tests.conftest import ROOT
 from tests.scaleout.test_workers import SKIPPED, live_servers
+from tests.services_fixture import sweep_argv
 
 pytestmark = pytest.mark.scaleout
 
@@ -80,15 +79,7 @@ def submitit_sweep(tracking_services, tmp_path_factory):
     mark = uuid.uuid4().hex
     env = {**os.environ, "SPECSWEEP_TEST_MARK": mark}
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    argv = [
-        sys.executable,
-        "sweep.py",
-        "-m",
-        f"tracking.dir={results}",
-        f"worker.lock_dir={locks}",
-        f"server.port={free_port()}",
-        *ARGS,
-    ]
+    argv = sweep_argv(results, locks, *ARGS)
     proc = subprocess.run(
         argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False
     )

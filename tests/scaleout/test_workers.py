@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -25,8 +24,8 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.server.procs import free_port
 from tests.conftest import ROOT
+from tests.services_fixture import sweep_argv
 
 pytestmark = pytest.mark.scaleout
 
@@ -106,15 +105,7 @@ def shared_sweep(tracking_services, tmp_path_factory):
     env = {**os.environ, "SPECSWEEP_TEST_MARK": mark}
     monitor = GpuMonitor(mark)
     monitor.start()
-    argv = [
-        sys.executable,
-        "sweep.py",
-        "-m",
-        f"tracking.dir={results}",
-        f"worker.lock_dir={locks}",
-        f"server.port={free_port()}",
-        *WORKER_ARGS,
-    ]
+    argv = sweep_argv(results, locks, *WORKER_ARGS)
     logs = [results / f"worker{i}.log" for i in range(3)]
 
     def start(log: Path) -> subprocess.Popen:

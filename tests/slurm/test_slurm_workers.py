@@ -25,7 +25,6 @@ import pickle
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -36,12 +35,13 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.server.procs import free_port, pid_alive, wait_until
+from harness.server.procs import pid_alive, wait_until
 from sweep.launch import slurm_jobs
 from sweep.services import slurm as slurm_cluster
 from tests.conftest import ROOT
 from tests.scaleout.test_submitit_workers import _marked
 from tests.scaleout.test_workers import SKIPPED, _environ, live_servers
+from tests.services_fixture import sweep_argv
 
 pytestmark = pytest.mark.slurm
 
@@ -87,18 +87,9 @@ def _sweep(
     mark = uuid.uuid4().hex
     env = {**os.environ, "SPECSWEEP_TEST_MARK": mark}
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    argv = [
-        sys.executable,
-        "sweep.py",
-        "-m",
-        f"tracking.dir={results}",
-        f"worker.lock_dir={locks}",
-        f"server.port={free_port()}",
-        f"search.study_name={study}",
-        f"search.n_trials={n_trials}",
-        *ARGS,
-        *extra,
-    ]
+    argv = sweep_argv(
+        results, locks, f"search.study_name={study}", f"search.n_trials={n_trials}", *ARGS, *extra
+    )
     log = results / "launcher.log"
     with log.open("w") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
