@@ -6,6 +6,7 @@ engine: everything it produces is simulated, and it says so in `/server_info` (`
 
 __main__  `python -m harness.sim <sglang flags>`
 main      start-up as SGLang does it (weights, KV pool, graphs, ready), then serve
+progress  start-up's tqdm bars (redrawn with \\r) and graph-capture progress, as SGLang prints
 cli       both surfaces' flags, and SGLang's automatic adjustments
 oracle    the model's answer for one launch, computed in-process (start-up and benchmarks)
 engine    the scheduler: continuous batching on a virtual clock, prefill first

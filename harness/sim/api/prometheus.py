@@ -83,4 +83,24 @@ def prometheus_text(state: ServerState) -> str:
             for k, v in cached.items()
             if v > 0
         ]
+    lines += _startup_lines(state, labels)
     return "\n".join(lines) + "\n"
+
+
+def _startup_lines(state: ServerState, labels: str) -> list[str]:
+    """0.5.23 `metrics_collector.py::emit_startup_time`: `sglang:startup_time_seconds` by phase
+    (load_weight, kv_cache_allocation, scheduler_e2e, tokenizer_e2e) and
+    `sglang:startup_cuda_graph_time_seconds` by capture phase (every phase, 0 for those not
+    captured). 0.5.1 has neither."""
+    startup = state.startup_time
+    if startup is None:
+        return []
+    lines = ["# TYPE sglang:startup_time_seconds gauge"]
+    for phase in ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e"):
+        value = float(startup[phase])
+        lines.append(f'sglang:startup_time_seconds{{{labels},phase="{phase}"}} {value}')
+    lines.append("# TYPE sglang:startup_cuda_graph_time_seconds gauge")
+    for phase, value in startup["cuda_graph"].items():
+        line = f'sglang:startup_cuda_graph_time_seconds{{{labels},phase="{phase}"}} {float(value)}'
+        lines.append(line)
+    return lines
