@@ -112,7 +112,8 @@ class Server:
         self._pump: threading.Thread | None = None
         self._secrets = secret_values(command)
         self._fatal_at: float | None = None  # monotonic time the first fatal line arrived
-        self.detect_s: float | None = None  # fatal line (or exit) -> the harness raising
+        # fatal line (or exit; a stalled start's last output) -> the harness raising
+        self.detect_s: float | None = None
         self._started_at: float | None = None
         self.ready_wall_s: float | None = None  # wall seconds from launch to ready
         self.teardown_s: float | None = None  # wall seconds from stop to group gone + port free
@@ -269,6 +270,7 @@ class Server:
         if silent < self.stall_timeout_s:
             return
         self._drain_log(0)
+        self.detect_s = silent  # its last output -> the harness raising
         at = self.startup.describe()
         raise ServerStartTimeout(
             f"stalled at {at}: no output for {silent:.0f} s (wall, "
