@@ -9,10 +9,10 @@ from pathlib import Path
 import optuna
 from omegaconf import DictConfig
 
-from harness.record.results import TrialResult
+from harness.record.results import Outcome, TrialResult
 from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
-from sweep.readout.console import ConsoleReporter
+from sweep.readout.console import ConsoleReporter, expected_startup
 from sweep.readout.ranking import for_objective
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
@@ -49,7 +49,24 @@ class StudySession:
     def reporter(self, name: str) -> ConsoleReporter:
         """Trials side by side interleave their lines: then each line names its trial."""
         prefix = name if self.pool is not None else None
-        return ConsoleReporter(self.simulated, prefix, ranking=for_objective(self.plan.objective))
+        ranking = for_objective(self.plan.objective)
+        return ConsoleReporter(self.simulated, prefix, ranking, self.expected_startup())
+
+    def expected_startup(self) -> dict[str, float]:
+        """When each start-up phase usually begins: from the study's earlier starts that got
+        ready (every sweep and worker of it, through the trials' user attributes) and this
+        sweep's baseline."""
+        starts = [
+            (t.user_attrs.get("startup_marks") or [], t.user_attrs.get("startup_wall_s"))
+            for t in self.study.get_trials(deepcopy=False)
+            if t.user_attrs.get("outcome") == str(Outcome.OK)
+        ]
+        with self.lock:
+            baselines = [r for r in self.results if r.role == "baseline"]
+        starts += [
+            (r.startup_marks, r.startup_wall_s) for r in baselines if r.outcome is Outcome.OK
+        ]
+        return expected_startup(starts)
 
     def header(self, label: str, name: str, description: str, eta_s: float | None = None):
         ConsoleReporter(self.simulated).trial_header(label, name, description, eta_s)
