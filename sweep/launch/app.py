@@ -60,7 +60,9 @@ def run_job(
     workload_record.write(
         folder, b.workload, b.prompts, b.categories, {**sampling, "source": b.sampling_source}
     )
-    return run_trial(spec, folder, reporter)
+    result = run_trial(spec, folder, reporter)
+    provenance.add_startup(folder, result.startup_phases, result.startup_marks)
+    return result
 
 
 def _single(cfg: DictConfig) -> TrialResult:

@@ -232,6 +232,20 @@ def write(cfg: DictConfig, command: ServerCommand, folder: Path) -> dict[str, An
     return provenance
 
 
+def add_startup(folder: Path, phases: dict[str, float], marks: list[dict[str, Any]]) -> None:
+    """The launch's start-up beside what it ran on: the server's own durations by phase
+    (SGLang's startup_time, server clock) and the phases as the harness saw them begin (wall
+    seconds from launch; a stalled start's last phase is its last mark)."""
+    path = folder / "provenance.json"
+    if not path.is_file():
+        return
+    record = json.loads(path.read_text())
+    record["startup"] = {"phases": phases, "marks": marks}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
 def read_tags(folder: Path) -> dict[str, str]:
     path = folder / "provenance.json"
     return tags(json.loads(path.read_text())) if path.is_file() else {}
