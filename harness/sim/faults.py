@@ -4,7 +4,7 @@ Each fault is something a real SGLang server does to a sweep left running overni
 
     crash-after-tokens=N       the scheduler runs out of GPU memory once N tokens have been
                                generated (SGLang's OOM text, then the launcher SIGKILLs itself)
-    hang-at-startup            start-up stops after "Load weight begin" and never gets further
+    hang-at-startup            the weight bar stops redrawing at 40% and nothing more is printed
     slow-start=S               start-up takes S more wall seconds than the model says
     stall-request=N            the N-th generation request gets its first token, then no more
     abort-request=N            the N-th generation request is aborted mid-stream, as SGLang 0.5.23
