@@ -37,6 +37,8 @@ class StudySession:
     stopping: threading.Event = field(default_factory=threading.Event)  # Ctrl-C / SIGTERM
     results: list[TrialResult] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)  # results across slot threads
+    # This sweep's baseline start-ups (marks, ready wall s): no Optuna trial holds them.
+    baseline_starts: list[tuple[list, float | None]] = field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -62,10 +64,7 @@ class StudySession:
             if t.user_attrs.get("outcome") == str(Outcome.OK)
         ]
         with self.lock:
-            baselines = [r for r in self.results if r.role == "baseline"]
-        starts += [
-            (r.startup_marks, r.startup_wall_s) for r in baselines if r.outcome is Outcome.OK
-        ]
+            starts += self.baseline_starts
         return expected_startup(starts)
 
     def header(self, label: str, name: str, description: str, eta_s: float | None = None):
@@ -73,6 +72,13 @@ class StudySession:
 
     def launch(self, overrides: list[str], name: str) -> TrialResult:
         """One job, here or in a GPU slot (its GPUs, port and pid file) beside other trials."""
+        result = self._launch(overrides, name)
+        if result.role == "baseline" and result.outcome is Outcome.OK and result.startup_marks:
+            with self.lock:
+                self.baseline_starts.append((result.startup_marks, result.startup_wall_s))
+        return result
+
+    def _launch(self, overrides: list[str], name: str) -> TrialResult:
         if self.pool is None:
             return self.jobs.run(overrides, self.reporter(name))
         with self.pool.slot() as slot:
