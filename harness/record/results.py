@@ -171,6 +171,9 @@ class TrialResult:
     # Accept length per 256 output tokens, from the stream's verify steps
     # (harness.measure.acceptance)
     accept_by_window: list[float] = field(default_factory=list)
+    # What the ready server lacked of what the harness parses, one line each
+    # (harness.measure.surface_check; empty: all there)
+    surface_mismatches: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

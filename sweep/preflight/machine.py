@@ -21,7 +21,13 @@ from harness.server.flags import (
     surface_of,
 )
 from harness.server.gpu import gpu_inventory, gpu_processes
-from harness.sglang.surfaces import CURRENT, LEGACY
+from harness.sglang.surfaces import (
+    ASSUMED_FOR_UNREAD,
+    CURRENT,
+    LEGACY,
+    RELEASES_READ,
+    release_read,
+)
 from sweep.launch.app import CONF_DIR
 from sweep.preflight.check import Check
 from sweep.study.space import SearchSpace
@@ -119,10 +125,26 @@ def check_engine(cfg: DictConfig) -> Check:
             f"set engine.sglang_version={speaks}"
             + ("" if probe else " (or leave it unset to detect it)"),
         )
+    found = f"SGLang {version}, {speaks} flag set ({how})" + (f", via {where}" if probe else "")
+    if not release_read(version):
+        return unread_release_check(found, version)
+    return Check("engine", "pass", found)
+
+
+def unread_release_check(found: str, version: str) -> Check:
+    """A version outside RELEASES_READ: its flags are its parser's, but the rest was read in other
+    releases' source, so say what is assumed (the first ready server is then checked against what
+    the harness parses, and provenance records verified: false)."""
+    read = ", ".join(RELEASES_READ)
     return Check(
         "engine",
-        "pass",
-        f"SGLang {version}, {speaks} flag set ({how})" + (f", via {where}" if probe else ""),
+        "warn",
+        f"{found}; {version} is not a release specsweep has read ({read}), so it assumes "
+        f"{CURRENT}'s " + "; ".join(ASSUMED_FOR_UNREAD) + ". The first ready server is "
+        "checked against what the harness parses (result.json surface_mismatches) and "
+        "provenance records verified: false",
+        f"install a release read: pip install -e '.[sglang]' (sglang {CURRENT}), or keep "
+        f"{version} and read the first trial's surface_mismatches",
     )
 
 
