@@ -35,6 +35,7 @@ from harness.sim.model.perf_model import MemoryPlan, PerfModel
 from harness.sim.model.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
 from harness.sim.oracle import build_model
 from harness.sim.shutdown import Scheduler, install_sigterm
+from harness.sim.unmodelled import not_modelled
 
 log = logging.getLogger("sglang.launch_server")
 sched_log = logging.getLogger("sglang.scheduler")
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
         faults = Faults.parse(ns.sim_fault)
     except ValueError as exc:
         parser.error(str(exc))  # exit 2, like any bad flag
+    if (why_not := not_modelled(vars(ns))) is not None:
+        parser.exit(2, f"{why_not}\n")  # not SGLang refusing: the simulator not modelling it
     for kind, why in NEEDS_CURRENT.items():
         if surface(version).legacy and faults.given(kind):
             parser.error(f"--sim-fault {kind} needs the current surface: {why}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import resource
 import shutil
@@ -29,6 +31,7 @@ from harness.sglang.surfaces import (
     release_read,
 )
 from sweep.launch.app import CONF_DIR
+from sweep.launch.parse_check import sim_unmodelled
 from sweep.preflight.check import Check
 from sweep.study.space import SearchSpace
 
@@ -75,9 +78,30 @@ def _wrapper_check(program: tuple[str, ...], wanted: str | None) -> Check:
     )
 
 
+def _sim_unmodelled(cfg: DictConfig) -> str | None:
+    """A flag in the extra args the simulator refuses as not modelled (a page size above 1)."""
+    extra = [str(a) for a in (*cfg.server.get("extra_args", []), *cfg.engine.get("extra_args", []))]
+    if not extra:
+        return None
+    version = cfg.engine.sglang_version or CURRENT
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return sim_unmodelled(["--model-path", "m", *extra], version)
+    except SystemExit:  # a flag the simulator's parser refuses: the sweep's launch check says it
+        return None
+
+
 def check_engine(cfg: DictConfig) -> Check:
     wanted = cfg.engine.sglang_version
     if cfg.engine.name == "sim":
+        if (why := _sim_unmodelled(cfg)) is not None:
+            return Check(
+                "engine",
+                "fail",
+                why,
+                "remove that flag from server.extra_args / engine.extra_args, or run on "
+                "engine=sglang",
+            )
         return Check("engine", "pass", f"simulator (harness.sim), SGLang {wanted} surface")
     program = engine_program(tuple(cfg.engine.program))
     probe = tuple(cfg.engine.get("probe") or ())
