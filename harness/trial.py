@@ -26,7 +26,7 @@ from harness.errors import (
     ServerOOM,
     ServerStartTimeout,
 )
-from harness.measure import lossless
+from harness.measure import lossless, surface_check
 from harness.measure.acceptance import decays
 from harness.measure.bench import Benchmark, BenchmarkResult
 from harness.measure.client import deadline_error, is_aborted
@@ -127,7 +127,8 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         with server:  # start: its own process group, its log in server.log
             reporter.server_starting(spec)
             ready_wall_s = server.wait_ready()  # /health_generate 200, process alive
-            clock = _read_effective_args(server, result, ready_wall_s)
+            clock, info = _read_effective_args(server, result, ready_wall_s)
+            _check_surface(spec, server, result, info)  # what the parsers need, all there?
             reporter.server_ready(result.startup_s, result.effective)
             probe = MemoryProbe(server.log_path, command.base_url, dict(command.headers))
             bench = _benchmark(spec, server, clock, reporter, probe)
@@ -199,7 +200,9 @@ def _server(spec: TrialSpec, command: ServerCommand, folder: Path, on_startup=No
     )
 
 
-def _read_effective_args(server: Server, result: TrialResult, ready_wall_s: float) -> ServerClock:
+def _read_effective_args(
+    server: Server, result: TrialResult, ready_wall_s: float
+) -> tuple[ServerClock, dict[str, Any]]:
     """What the server says it runs (it may have changed what was asked), and its clock."""
     info = server.server_info()
     clock = ServerClock.from_server_info(info)
@@ -207,7 +210,29 @@ def _read_effective_args(server: Server, result: TrialResult, ready_wall_s: floa
     result.startup_s = clock.seconds(ready_wall_s)
     result.effective = effective_params(info, gpus=result.gpus)
     result.startup_phases = startup_phases(info)  # the server's own, on its clock
-    return clock
+    return clock, info
+
+
+def _check_surface(spec: TrialSpec, server: Server, result: TrialResult, info: dict) -> None:
+    """The ready server's /server_info fields, /metrics names and start-up log lines against what
+    the harness parses (harness.measure.surface_check): each one missing is named in the result,
+    so a release that renamed one is caught at its first trial, not read as zeros."""
+    needs = surface_check.needed_at_ready(
+        spec.engine.sglang_version,
+        speculative=spec.server.speculative,
+        hicache=spec.server.hicache_size > 0,
+        metrics=spec.server.enable_metrics,
+    )
+    names = None
+    if spec.server.enable_metrics:
+        names = surface_check.read_metric_names(
+            server.command.base_url, dict(server.command.headers)
+        )
+    mismatches = surface_check.surface_mismatches(needs, info, names, server.log_text())
+    result.surface_mismatches = mismatches
+    if mismatches:
+        result.warnings.append("sglang_surface_mismatch")
+        surface_check.report(mismatches, info.get("version"))
 
 
 def _benchmark(

@@ -176,6 +176,9 @@ class TrialResult:
     # from launch: harness.server.startup), a stalled start's last phase included.
     startup_phases: dict[str, float] = field(default_factory=dict)
     startup_marks: list[dict[str, Any]] = field(default_factory=list)
+    # What the ready server lacked of what the harness parses, one line each
+    # (harness.measure.surface_check; empty: all there)
+    surface_mismatches: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

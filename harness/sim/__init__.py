@@ -17,6 +17,7 @@ clock     the virtual clock: clock_scale virtual seconds per wall second
 text      deterministic stand-in text
 faults    faults on demand (--sim-fault) for tests and benchmarks/faults.py
 failures  how SGLang dies: its texts and exit codes
+unmodelled  launches SGLang runs that the simulator refuses, saying it does not model them
 shutdown  the launcher's process tree and SIGTERM path, as SGLang has them
 api       the HTTP surface
 capacity  the KV pool, prefix cache, HiCache, admission and retraction

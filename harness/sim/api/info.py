@@ -35,6 +35,17 @@ FLUSH_BUSY_TEXT = "Another flush_cache is already in progress."
 
 
 def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]:
+    """`_server_info`, as a release specsweep has not read may answer it (the faults
+    report-version and drop-server-info-field)."""
+    info = _server_info(state, launch_command)
+    if state.faults.report_version is not None:
+        info["version"] = state.faults.report_version
+    if state.faults.drop_server_info_field is not None:
+        info.pop(state.faults.drop_server_info_field, None)
+    return info
+
+
+def _server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]:
     """Effective args plus state, in the shape of the surface spoken (reference/sglang.md §3).
 
     0.5.23 `entrypoints/http_server.py::server_info` returns `utils/common.py::build_server_info`
