@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.sglang import memory
 from harness.sglang.speculative import (
     EAGLE_FAMILY,
     SPEC_MAX_RUNNING_REQUESTS,
@@ -23,7 +24,6 @@ from harness.sglang.speculative import (
     captured_graph_max_bs,
     forced_draft_tokens,
 )
-from harness.sglang import memory
 from harness.sglang.surfaces import CURRENT, VERSIONS, Surface, surface
 from harness.sim.intake import REASONING
 from harness.sim.model.adaptive_args import resolve_adaptive

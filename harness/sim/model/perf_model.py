@@ -43,7 +43,8 @@ Memory per GPU (SGLang: mem_fraction_static = (weights + KV pool) / GPU memory):
     KV tokens = KV pool / (target KV/token + draft KV/token)
     needed    = activations + [graphs: 300 MiB + 1.6 MiB * bs * n + 0.8 MiB * bs * topk * steps]
     OOM when needed > (1 - mem_fraction) * gpu_mem (CUDA-graph capture fails), "Loaded weights
-    leave no GPU memory" when the KV pool is not positive, "Not enough memory" when it is empty, and the OOM killer when HiCache * TP exceeds host RAM.
+    leave no GPU memory" when the KV pool is not positive, "Not enough memory" when it is empty,
+    and the OOM killer when HiCache * TP exceeds host RAM.
 """
 
 from __future__ import annotations
