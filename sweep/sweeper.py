@@ -29,7 +29,7 @@ from sweep.launch.slots import slot_count, worker_gpus
 from sweep.readout.comparisons import check_reference
 from sweep.readout.console import console
 from sweep.study import memory
-from sweep.study.baseline import baseline_overrides
+from sweep.study.baseline import baseline_mem_fraction, baseline_overrides
 from sweep.study.budget import Budget
 from sweep.study.objective import Objective
 from sweep.study.plan import SweepPlan
@@ -131,7 +131,8 @@ class SpecsweepSweeperImpl(Sweeper):
         trial_cfg = self.compose(arguments)
         trial_spec = build_trial_spec(trial_cfg)
         check_drafter(trial_cfg, trial_spec)
-        baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check"))
+        fraction = baseline_mem_fraction(trial_cfg.search, trial_cfg.server)
+        baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check", fraction))
         check_launch_flags([trial_spec, build_trial_spec(baseline_cfg)])
         if trial_cfg.preflight:
             self._preflight(trial_cfg)

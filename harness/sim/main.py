@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import uvicorn
 
+from harness.sglang.memory import MULTIMODAL_RESERVE_LINE, weights_leave_no_kv_cache
 from harness.sglang.surfaces import CURRENT, LEGACY, READY_LINE, surface
 from harness.sim.api.app import ServerState, create_app
 from harness.sim.capacity.settings import engine_capacity, host_tier
@@ -237,7 +238,15 @@ def _start_up(
     )
     if faults.hybrid_pool_oom:
         die_like_sglang(HYBRID_POOL_OOM)
-    if plan.failure == "kv_pool":
+    if model.dep.kv_reserve_mib > 0:  # kv_cache_configurator.py::mm_runtime_reservation_gb
+        log.info(MULTIMODAL_RESERVE_LINE, model.dep.kv_reserve_mib / 1024)
+    if plan.failure == "no_kv_room" and not surface(version).legacy:
+        available = plan.gpu_mib - plan.weights_mib
+        die_like_sglang(
+            "ValueError: "
+            + weights_leave_no_kv_cache(args["mem_fraction_static"], available, plan.gpu_mib)
+        )
+    if plan.failure in ("kv_pool", "no_kv_room"):
         current = (
             ""
             if surface(version).legacy

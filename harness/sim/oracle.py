@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from drafter.checkpoint import CheckpointError, DrafterCheckpoint
 from drafter.checks import footprint as drafter_footprint
+from harness.sglang import memory
+from harness.sglang.surfaces import CURRENT, surface
 from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, resolve, sglang_version_of
 from harness.sim.model.adaptive import adaptive_model
@@ -82,8 +85,19 @@ def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -
         hicache_size_gb=args["hicache_size"] if args["enable_hierarchical_cache"] else 0,
         graph_max_bs=args["cuda_graph_max_bs_decode"],
         speculation=speculation,
+        kv_reserve_mib=_kv_reserve_mib(args, target.architecture, ns),
     )
     return adaptive_model(PerfModel(hw, target, deployment), args)
+
+
+def _kv_reserve_mib(args: dict[str, Any], architecture: str, ns: argparse.Namespace) -> float:
+    """0.5.23's multimodal KV reservation (not with --language-model-only; 0.5.1.post3 is not
+    modelled with one)."""
+    if surface(getattr(ns, "sim_sglang_version", CURRENT)).legacy or args.get(
+        "language_model_only"
+    ):
+        return 0.0
+    return memory.multimodal_kv_reserve_mib(memory.architecture(architecture), os.environ)
 
 
 def expected_decode_tok_s(model: PerfModel, max_tokens: int) -> float:
@@ -103,7 +117,12 @@ def evaluate(argv: list[str], max_tokens: int, nccl_proto: str = "LL") -> Evalua
     model = build_model(args, ns, nccl_proto)
     plan = model.memory_plan(args["mem_fraction_static"])
     if plan.failure:
-        kind = {"graph_oom": "gpu", "kv_pool": "kv_pool", "host_oom": "host"}[plan.failure]
+        kind = {
+            "graph_oom": "gpu",
+            "kv_pool": "kv_pool",
+            "no_kv_room": "kv_pool",
+            "host_oom": "host",
+        }[plan.failure]
         failed_after = {"gpu": target.load_s, "kv_pool": 0.7 * target.load_s, "host": 5.0}[kind]
         return Evaluation("oom", kind, None, None, failed_after, plan.kv_tokens)
     return Evaluation(

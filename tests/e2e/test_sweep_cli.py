@@ -125,6 +125,16 @@ def test_trial_folders_describe_themselves(first_sweep):
     assert [json.loads(x)["phase"] for x in lines].count("measure") == 2
 
 
+def test_the_baseline_sets_its_memory(first_sweep):
+    # SGLang 0.5.23's own default on Kimi-K2.5 (multimodal, MLA) leaves no KV cache on this box
+    # (harness.sglang.memory): the baseline runs at the lower quarter of the searched range.
+    tmp, _, _ = first_sweep
+    folders = sorted((tmp / "kimi-k25-eagle3").glob("baseline_*"))
+    assert folders, sorted(p.name for p in (tmp / "kimi-k25-eagle3").iterdir())
+    for folder in folders:
+        assert "--mem-fraction-static 0.85" in (folder / "command.sh").read_text()
+
+
 def test_no_process_is_left_running(first_sweep):
     _, port, _ = first_sweep
     assert processes_mentioning(f"--port {port} ") == []
@@ -167,6 +177,8 @@ def test_single_run_without_multirun_measures_one_trial(tmp_path):
         "server.speculative_num_steps=2",
         "server.speculative_eagle_topk=1",
         "server.speculative_num_draft_tokens=3",
+        # without it SGLang 0.5.23's own default (0.758) leaves Kimi-K2.5 no KV cache here
+        "server.mem_fraction_static=0.85",
         multirun=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
