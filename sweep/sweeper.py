@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from harness.errors import ConfigError, SpecsweepError
 from sweep.config.drafter_check import check_drafter
+from sweep.config.fraction import baseline_mem_fraction
 from sweep.config.setup_key import setup_key
 from sweep.config.specs import build_trial_spec
 from sweep.launch.jobs import Jobs
@@ -29,7 +30,7 @@ from sweep.launch.slots import slot_count, worker_gpus
 from sweep.readout.comparisons import check_reference
 from sweep.readout.console import console
 from sweep.study import memory
-from sweep.study.baseline import baseline_mem_fraction, baseline_overrides
+from sweep.study.baseline import baseline_overrides
 from sweep.study.budget import Budget
 from sweep.study.objective import Objective
 from sweep.study.plan import SweepPlan

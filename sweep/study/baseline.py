@@ -15,8 +15,8 @@ from pathlib import Path
 from harness.record.layout import stamp
 from harness.record.results import Outcome, TrialResult
 from harness.record.stats import objective_runs
+from sweep.config.fraction import baseline_mem_fraction
 from sweep.readout.console import console
-from sweep.study.memory import FRACTION
 from sweep.study.session import CLAIM_POLL_S, StudySession
 
 _BASELINE_KEYS = ("drafter", "server.speculative_")
@@ -37,34 +37,6 @@ def baseline_overrides(
     if mem_fraction is not None and not given:
         out.append(f"server.mem_fraction_static={mem_fraction}")
     return out
-
-
-def baseline_mem_fraction(search, server) -> float | None:
-    """The fraction the baseline runs at, so it never leaves --mem-fraction-static to SGLang
-    (whose own default on a multimodal or MLA model can leave no KV cache: harness.sglang.memory):
-    search.reference's when it names one, else the lower quarter of the searched range (where
-    the pinned fraction starts, sweep.study.memory: 0.85 for 0.82-0.94), else the first
-    enqueued trial's. None: server.mem_fraction_static is set already, or nothing names a
-    fraction (preflight warns)."""
-    if server.mem_fraction_static is not None:
-        return None  # the composed config already sets it
-    if search.reference and search.reference.get(FRACTION) is not None:
-        return float(search.reference[FRACTION])
-    param = search.space.get(FRACTION) if search.space else None
-    if param is not None:
-        if param.type == "categorical":
-            grid = sorted(float(c) for c in param.choices if c is not None)
-        elif param.step:
-            n = round((param.high - param.low) / param.step)
-            grid = [round(param.low + i * param.step, 6) for i in range(n + 1)]
-        else:
-            grid = [round(param.low + i * (param.high - param.low) / 12, 6) for i in range(13)]
-        if grid:
-            return grid[len(grid) // 4]
-    for values in search.enqueue:
-        if values and values.get(FRACTION) is not None:
-            return float(values[FRACTION])
-    return None
 
 
 class Baseline:

@@ -177,11 +177,13 @@ def test_single_run_without_multirun_measures_one_trial(tmp_path):
         "server.speculative_num_steps=2",
         "server.speculative_eagle_topk=1",
         "server.speculative_num_draft_tokens=3",
-        # without it SGLang 0.5.23's own default (0.758) leaves Kimi-K2.5 no KV cache here
-        "server.mem_fraction_static=0.85",
         multirun=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Never SGLang's own default (0.758 leaves Kimi-K2.5 no KV cache here): the run names one.
+    assert "server.mem_fraction_static unset: this run uses 0.85" in proc.stdout
+    command = (tmp_path / "kimi-k25-eagle3" / "single" / "command.sh").read_text()
+    assert "--mem-fraction-static 0.85" in command
     result = json.loads((tmp_path / "kimi-k25-eagle3" / "single" / "result.json").read_text())
     assert result["outcome"] == "ok" and result["effective"]["speculative_num_draft_tokens"] == 3
     assert processes_mentioning(f"--port {port} ") == []

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from sweep.config.fraction import baseline_mem_fraction
 from sweep.config.schema import ParamConfig
-from sweep.study.baseline import baseline_mem_fraction, baseline_overrides
+from sweep.study.baseline import baseline_overrides
 
 SPACE = {"mem_fraction_static": ParamConfig(type="float", low=0.82, high=0.94, step=0.01)}
 
