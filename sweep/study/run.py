@@ -160,8 +160,11 @@ class StudyRun:
         )
         spec = build_benchmark_spec(cfg)
         prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
+        base = " + baseline" if cfg.search.baseline else ""
+        if needs_uncapped(cfg):
+            base = " + baseline at equal caps and at SGLang's own running-request limit"
         console.print(
-            f"{self._trials_line()}{' + baseline' if cfg.search.baseline else ''}; "
+            f"{self._trials_line()}{base}; "
             f"{runs_line(spec)}" + (f"; the study already has {done} trials" if done else ""),
             soft_wrap=True,
         )
