@@ -6,9 +6,11 @@ decode iteration for the running batch, each lasting what `PerfModel` says. With
 scheduler one more step runs after the last response went out (its result queue drains): until
 then the scheduler is not fully idle and a flush is refused. Iteration deadlines are absolute on
 the virtual clock, so CPU hiccups delay a token but never slow the simulated server down on
-average. Counters follow SGLang's: accept length is folded in at each decode log line (every
-`--decode-log-interval` iterations); `/flush_cache` resets the scheduler's speculative counters
-(/server_info's running average), never the Prometheus totals.
+average. Counters follow SGLang's: the Prometheus token, request, verify and cached counters
+move once per finished (or aborted) request, by its whole count (request.py `Totals`); accept
+length is folded in at each decode log line (every `--decode-log-interval` iterations);
+`/flush_cache` resets the scheduler's speculative counters (/server_info's running average),
+never the Prometheus totals.
 """
 
 from __future__ import annotations
@@ -164,11 +166,14 @@ class Engine:
 
     def abort(self, request: SimRequest) -> None:
         """The client went away: stop generating for it (SGLang aborts the request too)."""
+        held = request in self.waiting or request in self.running
         if request in self.waiting:
             self.waiting.remove(request)
         if request in self.running:
             self.running.remove(request)
         self.pool.release(request)
+        if held:  # the scheduler still had it: it finishes as aborted and is counted so
+            self.totals.note_finished(request)
 
     def reset_fault_counters(self) -> None:
         """At ready: the crash fault counts tokens generated for clients, not the warm-up's."""
@@ -295,9 +300,6 @@ class Engine:
         for a in admitted:
             r = a.request
             self.pool.commit(r, r.fill_ids(), self._t)
-            if not r.retractions:
-                self.totals.prompt_tokens += r.prompt_tokens
-                self.totals.requests += 1
             self._emit(r, 1)  # the first token (again, after a retraction) comes from prefill
             if r.generated < r.limit and not r.stalled:
                 self.running.append(r)
@@ -310,6 +312,7 @@ class Engine:
 
     def _finish(self, r: SimRequest) -> None:
         self.pool.finish(r, r.ids + r.output_ids(0, r.generated), self._t)
+        self.totals.note_finished(r)
 
     def _retract(self) -> None:
         """The next decode step does not fit: SGLang's retract_decode, then its warning."""
@@ -340,6 +343,7 @@ class Engine:
             if r.abort is not None and r.generated > 1:  # mid-stream: prefill's + one decode
                 self.running.remove(r)
                 self.pool.release(r)
+                self.totals.note_finished(r)
                 r.queue.put_nowait(Chunk([], "abort", self._t))
                 continue
             n = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
@@ -347,7 +351,6 @@ class Engine:
             self.pool.grow(r, n)
             if self.speculative:
                 r.verify_ct += 1
-                self.totals.verify_calls += 1
                 self.counters.pending_accept_tokens += n
                 self.counters.pending_forward_ct += 1
             self._emit(r, n)
@@ -361,7 +364,6 @@ class Engine:
     def _emit(self, request: SimRequest, n: int) -> None:
         start = request.generated
         request.generated += n
-        self.totals.generation_tokens += n
         self._interval_tokens += n
         self._total_generated += n
         crash = self._crash_after is not None and self._total_generated >= self._crash_after

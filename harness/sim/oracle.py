@@ -223,7 +223,7 @@ class _Sampler:
         self.active = True
         self.totals_at_start = (
             t.retracted_requests,
-            t.cached_device_tokens + t.cached_host_tokens,
+            t.prefill_hit_tokens,
             t.computed_prompt_tokens,
         )
 
@@ -238,7 +238,7 @@ class _Sampler:
     def fields(self) -> dict[str, Any]:
         t, w = self.engine.totals, max(self.weight, 1e-12)
         retracted0, hits0, computed0 = self.totals_at_start or (0, 0, 0)
-        hits = t.cached_device_tokens + t.cached_host_tokens - hits0
+        hits = t.prefill_hit_tokens - hits0
         computed = t.computed_prompt_tokens - computed0
         return {
             "token_usage": self.usage / w,

@@ -73,7 +73,7 @@ def test_decode_out_of_kv_retracts_logs_and_redoes_the_prefill(caplog):
     assert all(r.generated == r.limit for r in requests)
     retracted = [r for r in requests if r.retractions]
     # Their decoded tokens were computed again as prompt: more input than the prompts hold.
-    recomputed = e.totals.computed_prompt_tokens + e.totals.cached_device_tokens
+    recomputed = e.totals.computed_prompt_tokens + e.totals.prefill_hit_tokens
     assert recomputed > sum(r.prompt_tokens for r in requests)
     assert retracted and e.totals.retracted_output_tokens > 0
     assert e.pool.used == 0 and e.pool.private == 0  # everything given back
