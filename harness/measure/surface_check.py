@@ -65,6 +65,12 @@ NEEDS: tuple[Need, ...] = (
     Need(SERVER_INFO, "internal_states", "measure/acceptance.py (avg_spec_accept_length)"),
     Need(METRICS, "sglang:generation_tokens_total", "measure/acceptance.py (counter deltas)"),
     Need(METRICS, "sglang:prompt_tokens_total", "measure/memory_probe.py (prefix hit share)"),
+    Need(
+        METRICS,
+        "sglang:num_requests_total",
+        "measure/acceptance.py (first tokens per request)",
+        at_ready=False,  # labelled by is_streaming: a series from the first finished request on
+    ),
     Need(METRICS, "sglang:max_total_num_tokens", "measure/memory.py (KV pool)", surface="current"),
     Need(
         METRICS,

@@ -24,7 +24,12 @@ from typing import Any
 from harness.sglang.surfaces import CURRENT, surface
 from harness.sim.capacity.hicache import HostTier
 from harness.sim.capacity.kvpool import KVPool
-from harness.sim.capacity.policy import NewTokenRatio, retract, select_prefill
+from harness.sim.capacity.policy import (
+    NewTokenRatio,
+    max_new_tokens_within,
+    retract,
+    select_prefill,
+)
 from harness.sim.clock import InstantClock, Lag, VirtualClock  # noqa: F401  (re-exported)
 from harness.sim.intake import REASONING, build_request
 from harness.sim.loglines import decode_line, prefill_line, retract_line
@@ -55,11 +60,15 @@ class Engine:
         stream_interval: int = 1,  # --stream-interval: a chunk every N tokens (first at once)
         max_prefill_tokens: int = 16384,  # --max-prefill-tokens: a prefill batch's input
         reasoning: tuple[float, float] = REASONING,  # --sim-reasoning-tokens: median, sigma
+        context_len: int | None = None,  # --context-length, else the model's
     ):
+        if kv_tokens <= 0:  # SGLang never gets this far: it dies at start-up (sim.main)
+            raise ValueError(f"no KV pool to schedule on ({kv_tokens} tokens)")
         self.model = model
         self.clock = clock
         self.max_running = max_running_requests
         self.kv_tokens = kv_tokens
+        self.context_len = context_len
         self.pool = KVPool(kv_tokens, host)
         self.ratio = NewTokenRatio()
         self.stream_interval = max(1, stream_interval)
@@ -160,6 +169,9 @@ class Engine:
         )
 
     def submit(self, request: SimRequest) -> None:
+        request.max_new_tokens = max_new_tokens_within(
+            len(request.ids), request.max_new_tokens, self.kv_tokens, self.context_len
+        )
         self.waiting.append(request)
         self._fully_idle.clear()
         self._wake.set()

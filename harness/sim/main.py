@@ -21,7 +21,7 @@ import uvicorn
 from harness.sglang.memory import MULTIMODAL_RESERVE_LINE, weights_leave_no_kv_cache
 from harness.sglang.surfaces import CURRENT, LEGACY, READY_LINE, surface
 from harness.sim.api.app import ServerState, create_app
-from harness.sim.capacity.settings import engine_capacity, host_tier
+from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, reported_args, resolve, sglang_version_of
 from harness.sim.engine import Engine, VirtualClock
 from harness.sim.failures import (
@@ -32,6 +32,7 @@ from harness.sim.failures import (
     runtime_death,
 )
 from harness.sim.faults import Faults
+from harness.sim.loglines import scheduler_summary
 from harness.sim.model.perf_model import MemoryPlan, PerfModel
 from harness.sim.model.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
 from harness.sim.oracle import build_model
@@ -146,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     log.info("server_args=%s", reported_args(args, version))
     scheduler = Scheduler(plan.static_mib)  # the launcher's child, as SGLang spawns its schedulers
     startup = _start_up(model, plan, args, clock, faults, version)
-    _scheduler_lines(model, plan, args, version)
+    for line in scheduler_summary(model, plan, args, version):
+        log.info(line)
 
     crash_after, on_crash = runtime_death(faults, version, plan.kv_tokens)
     engine = Engine(
@@ -313,36 +315,6 @@ def _start_up(
             avail - graph_gb,
         )
     return startup_time(surface(version).legacy, load_s, kv_s, graphs)
-
-
-def _scheduler_lines(model, plan, args: dict, version: str) -> None:
-    """What the scheduler prints once its TP worker (pool, graphs) is built, on TP rank 0: with
-    HiCache the host pool as its cache is made (0.5.23 mem_cache/pool_host/base.py
-    `_allocate_host_buffer`; 0.5.1.post3 mem_cache/memory_pool_host.py), then its summary (0.5.23
-    managers/scheduler.py, the "Print debug info" block; 0.5.1.post3 prints the same fields).
-    `harness.server.logs.parse_pool_sizes` reads both."""
-    host = host_tier(args, model, plan.kv_tokens)
-    if host is not None:
-        host_gb = host.capacity * host.bytes_per_token / 1e9
-        if surface(version).legacy:
-            log.info("Allocating %.2f GB host memory for hierarchical KV cache.", host_gb)
-        else:
-            log.info(
-                "Allocating kv hierarchical KV host pool: %d tokens, %.2f GB host memory.",
-                host.capacity,
-                host_gb,
-            )
-    graph_mib = plan.graph_mib if model.dep.cuda_graph else 0
-    log.info(
-        "max_total_num_tokens=%d, chunked_prefill_size=%s, max_prefill_tokens=%d, "
-        "max_running_requests=%s, context_len=%d, available_gpu_mem=%.2f GB",
-        plan.kv_tokens,
-        args["chunked_prefill_size"],
-        args.get("max_prefill_tokens") or 16384,
-        args["max_running_requests"],
-        args["context_length"] or model.target.context_length,
-        (plan.gpu_mib - plan.static_mib - graph_mib) / 1024,
-    )
 
 
 def _serve(state: ServerState, host: str, port: int, scheduler: Scheduler) -> None:

@@ -166,9 +166,21 @@ def _instant_engine(argv: list[str], nccl_proto: str):
         decode_log_interval=10**9,
         seed=ns.sim_seed,
         drift_sigma=0.0,
-        **engine_capacity(args, ns, model, model.memory_plan(args["mem_fraction_static"])),
+        **engine_capacity(args, ns, model, started_plan(model, args)),
     )
     return engine, clock
+
+
+def started_plan(model, args: dict[str, Any]):
+    """The memory plan of a server that starts; ValueError where the served simulator would die
+    at start-up (no KV pool, graphs that do not fit): there is then no load to model."""
+    plan = model.memory_plan(args["mem_fraction_static"])
+    if plan.failure is not None:
+        raise ValueError(
+            f"the simulator would not start: {plan.failure} at --mem-fraction-static="
+            f"{args['mem_fraction_static']} (name a fraction that fits)"
+        )
+    return plan
 
 
 def modelled_load(
