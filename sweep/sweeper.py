@@ -40,8 +40,18 @@ from sweep.study.storage import grace_period
 from sweep.tracking import provenance
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+class _InterruptOnce:
+    """SIGTERM unwinds like Ctrl-C, once. SLURM's scancel signals every process of a job's step,
+    the worker among them, and the job's own process forwards the signal too: a second
+    KeyboardInterrupt landed inside the stop the first began (tests/slurm)."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def __call__(self, signum, frame) -> None:
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt(f"signal {signum}")
 
 
 def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
@@ -110,7 +120,7 @@ class SpecsweepSweeperImpl(Sweeper):
             raise SystemExit(2) from None
         # SIGTERM (a scheduler, systemd, kill) unwinds like Ctrl-C: the server is stopped, the
         # trial recorded as interrupted and the MLflow runs closed.
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        previous = signal.signal(signal.SIGTERM, _InterruptOnce())
         try:
             return StudyRun(self.config, plan, self.jobs).execute()
         finally:

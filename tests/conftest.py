@@ -7,6 +7,7 @@ import pytest
 from benchmarks._common import sim_engine  # noqa: F401  (the tests' simulator engine, shared)
 from harness.server.procs import free_port
 from harness.spec import ServerSpec
+from tests.services_fixture import tracking_services  # noqa: F401  (scaleout/ and slurm/)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,4 +5,5 @@ jobs         the one job path: compose a job's config, run it in its folder, its
 parse_check  every launch parsed by the parser that will run it, before any does
 slots        GPU slots: GPUs + port per trial, node-local locks, leftover servers
 workers      worker.count: Hydra's launcher places whole workers (SLURM: one per node)
+slurm_jobs   the SLURM launcher's jobs: states from squeue without accounting, the time-limit signal
 """

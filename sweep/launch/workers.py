@@ -17,6 +17,12 @@ What running it showed (tests/scaleout/test_submitit_workers.py):
 - The job's own process is the one SLURM and submitit signal: it forwards SIGTERM/SIGINT to the
   worker and waits for it to stop its servers, instead of killing it (subprocess.run's way on an
   exception), which left the worker's servers running.
+- On a real SLURM cluster (tests/slurm): the time-limit signal (USR2 at signal_delay_s before
+  the limit, or `scancel --signal=USR2`) reaches every process of the job's step. USR2's default
+  action ended the worker and its server on the spot, recording nothing (the requeued job found
+  its trial RUNNING, a crashed sweep's), while submitit's handler requeued the job. The worker and
+  its servers now inherit USR2 ignored; the job's own process turns it into one SIGTERM to the
+  worker and hands it to submitit's handler (requeue) only once the worker has stopped.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from sweep.launch.slurm_jobs import preempt_signal, watch_without_accounting
 from sweep.paths import ROOT
 from sweep.readout.console import console
 
@@ -59,8 +66,9 @@ def launch_workers(sweeper: Any, arguments: list[str]) -> list[int]:
     kept = [a for a in arguments if not a.lstrip("+~").startswith(_OWN_KEYS)]
     jobs = [[*kept, f"trial.name=worker_{i}", "trial.role=worker"] for i in range(cfg.worker.count)]
     console.print(f"starting {len(jobs)} sweep workers through {target.rsplit('.', 1)[-1]}")
+    watch_without_accounting(target)  # no sacct on the cluster: job states from squeue
     returns = sweeper.launcher.launch(jobs, initial_job_idx=0)
-    codes = [int(r.return_value) for r in returns]
+    codes = [_exit_code(i, r) for i, r in enumerate(returns)]
     study_dir = Path(str(cfg.hydra.sweep.dir))
     for i, code in enumerate(codes):
         log = study_dir / f"worker_{i}" / "worker.log"
@@ -71,6 +79,17 @@ def launch_workers(sweeper: Any, arguments: list[str]) -> list[int]:
     if any(codes):
         raise SystemExit(1)
     return codes
+
+
+def _exit_code(index: int, job_return: Any) -> int:
+    """A worker's exit code; 1 when its job raised instead, said on the console: submitit's
+    handler for the time-limit signal raises 'Job not requeued because: timed-out too many
+    times' once hydra.launcher.max_num_timeout requeues are spent."""
+    try:
+        return int(job_return.return_value)
+    except Exception as exc:
+        console.print(f"[red]worker_{index}'s job failed:[/red] {exc}", soft_wrap=True)
+        return 1
 
 
 def run_worker(cfg: DictConfig) -> int:
@@ -84,17 +103,25 @@ def run_worker(cfg: DictConfig) -> int:
     env = {**os.environ, PLACED_ENV: str(cfg.trial.name)}
     if env.get("CUDA_VISIBLE_DEVICES") == "":  # submitit_local without gpus_per_node
         del env["CUDA_VISIBLE_DEVICES"]
+    # SLURM sends the time-limit signal to every process of the job's step, and its default
+    # action ends a process: the worker and its servers inherit it ignored (exec keeps SIG_IGN),
+    # so only this process acts on it, by stopping the worker (_wait_forwarding).
+    preempt = preempt_signal()
+    requeue = signal.signal(preempt, signal.SIG_IGN) if preempt else None  # submitit's handler
     with (folder / "worker.log").open("ab") as out:
         # Its own session: a terminal's Ctrl-C reaches it once, through this process.
         proc = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-        return _wait_forwarding(proc)
+    return _wait_forwarding(proc, preempt, requeue)
 
 
-def _wait_forwarding(proc: subprocess.Popen) -> int:
+def _wait_forwarding(
+    proc: subprocess.Popen, preempt: signal.Signals | None = None, requeue: Any = None
+) -> int:
     """Wait for the worker; a SIGTERM/SIGINT to this job becomes one SIGTERM to the worker (it
-    stops its servers and records the interrupted trials), then a bounded wait, then a kill."""
+    stops its servers and records the interrupted trials), then a bounded wait, then a kill.
+    The `preempt` signal does the same, and then calls `requeue` (submitit's handler for it)."""
     signalled: list[int] = []
 
     def forward(signum, frame) -> None:
@@ -102,12 +129,16 @@ def _wait_forwarding(proc: subprocess.Popen) -> int:
             proc.send_signal(signal.SIGTERM)
         signalled.append(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    watched = [signal.SIGTERM, signal.SIGINT, *([preempt] if preempt else [])]
+    previous = {s: signal.signal(s, forward) for s in watched}
+    if preempt:
+        previous[preempt] = requeue if requeue is not None else signal.SIG_DFL
     deadline = None
     try:
         while True:
             try:  # short waits: a signal's handler runs between them, and the deadline starts
-                return proc.wait(timeout=0.5)
+                code = proc.wait(timeout=0.5)
+                break
             except subprocess.TimeoutExpired:
                 if signalled and deadline is None:
                     deadline = time.monotonic() + STOP_WAIT_S
@@ -116,3 +147,8 @@ def _wait_forwarding(proc: subprocess.Popen) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if preempt in signalled and callable(requeue):
+        # Now that the worker has stopped its servers and recorded its trials, submitit may
+        # requeue the job (and exit), or end it as timed out: its handler decides.
+        requeue(preempt, None)
+    return code

@@ -275,7 +275,17 @@ def stop(root: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweep.services", description=__doc__)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["slurm"]:  # a single-node SLURM cluster for the SLURM launcher
+        from sweep.services import slurm
+
+        return slurm.main(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="python -m sweep.services",
+        description=__doc__,
+        epilog="python -m sweep.services slurm start|stop --dir DIR: a single-node SLURM "
+        "cluster to try the SLURM launcher on (sweep.services.slurm)",
+    )
     parser.add_argument("action", choices=("start", "stop"))
     parser.add_argument("--dir", type=Path, default=Path("results/services"))
     parser.add_argument("--pg-port", type=int, default=None)

@@ -126,6 +126,16 @@ def stale_callback(study: optuna.Study) -> Any:
     return getter() if getter else None
 
 
+def queue_again(study: optuna.Study, trial: optuna.Trial) -> None:
+    """An interrupted trial (its worker was stopped, e.g. at a SLURM time limit) queued again
+    with its parameters, as the heartbeat queues a dead worker's: its configuration was never
+    measured, and the next ask in any worker takes it. Without heartbeats, as for a crashed
+    sweep's trials, it stays failed."""
+    callback = stale_callback(study)
+    if callback is not None:
+        callback(study, stored_trial(study, trial))
+
+
 def stored_trial(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> FrozenTrial:
     """The trial as the storage has it now (a live Trial's system attrs, a re-read state)."""
     return study._storage.get_trial(trial._trial_id)

@@ -173,6 +173,8 @@ class TrialLoop:
                 result = session.launch(overrides + self._early_stop_overrides(), name)
                 if session.stopping.is_set() and result.outcome is not Outcome.OK:
                     result.outcome, result.error = Outcome.INTERRUPTED, "the sweep was stopped"
+                    # the folder too: the harness wrote "crash" for a server the sweep stopped
+                    result.write(Path(result.folder))
             else:
                 assert source is not None
                 result = records.known_result(folder, job_cfg, spec.params, verdict.action, source)
@@ -182,6 +184,7 @@ class TrialLoop:
         except BaseException:
             trial.set_user_attr("outcome", str(Outcome.INTERRUPTED))
             session.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            storage.queue_again(session.study, trial)
             if claimed:
                 session.claims.release(claimed)
             self._record_interrupted(folder)
@@ -198,6 +201,7 @@ class TrialLoop:
             session.claims.release(claimed)
         session.reporter(name).trial_done(result, self.baseline.result)
         if result.outcome is Outcome.INTERRUPTED:
+            storage.queue_again(session.study, trial)  # for the next worker, or this one resumed
             raise KeyboardInterrupt("the sweep was stopped")
         return result
 

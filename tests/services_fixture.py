@@ -2,6 +2,7 @@
 
 `sweep.services` installs PostgreSQL with apt-get when its binaries are missing (CI is a fresh
 Debian machine), then starts a throwaway cluster and `mlflow server` on it: what users run.
+tests/conftest.py offers it to every tier, so scaleout/ and slurm/ share one instance.
 """
 
 from __future__ import annotations
