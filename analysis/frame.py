@@ -47,8 +47,11 @@ def describe(row: pd.Series) -> str:
 
 
 def baseline(df: pd.DataFrame) -> pd.Series | None:
-    """The first successful baseline measurement (re-checks come later in time)."""
+    """The first successful baseline measurement (re-checks come later in time), the study's
+    own: not the one at SGLang's own running-request limit (`*_uncapped`,
+    sweep.study.baseline), which only the per-level answers above the cap compare with."""
     rows = df[(df["role"] == "baseline") & (df["outcome"] == OK)]
+    rows = rows[~rows["name"].astype(str).str.endswith("_uncapped")]
     return None if rows.empty else rows.iloc[0]
 
 

@@ -126,6 +126,10 @@ def levels_table(rows: list[dict]) -> pd.DataFrame:
                 "speedup": speedup,
                 "speedup 95%": f"[{low:.2f}, {high:.2f}]" if low is not None else "-",
                 "deploy": row["recommend"],
+                # which baseline: "equal_caps" (the trials' cap) or "uncapped" (SGLang's own
+                # limit, above the cap); the equal-cap speedup beside an uncapped answer
+                "baseline kind": row.get("baseline_kind", "equal_caps"),
+                "speedup equal caps": (row.get("equal_caps") or {}).get("speedup"),
                 "over limits": ", ".join(row.get("excluded") or []) or "-",
             }
         )

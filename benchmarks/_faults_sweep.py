@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import optuna
 
@@ -19,6 +20,7 @@ from benchmarks._common import ROOT, STUDY, Scratch
 from harness.record.layout import ResultsLayout
 from harness.record.results import Outcome, TrialResult
 from harness.server.procs import free_port
+from harness.sglang.surfaces import READY_LINE
 from sweep.services.stores import launch_mlflow
 
 
@@ -88,6 +90,10 @@ def interrupt(sig: signal.Signals) -> Callable[[Scratch], dict]:
     return run
 
 
+def is_ready(log: Path) -> bool:
+    return READY_LINE in log.read_text(errors="replace")
+
+
 def sigkill_resume(ctx: Scratch) -> dict:
     first = subprocess.Popen(
         ctx.sweep_argv("engine.clock_scale=50", "search.remeasure_baseline=false"),
@@ -97,10 +103,12 @@ def sigkill_resume(ctx: Scratch) -> dict:
     )
     # The second launched trial's server: trial_0001 may be a duplicate that launches nothing
     # (search.n_trials counts server starts), so the folder to wait for is not known by name.
+    # Killed once it is ready: a server orphaned mid start-up dies by itself on its next tqdm
+    # redraw into the broken pipe (tqdm re-raises EPIPE), as SGLang's does; a ready one lives on.
     deadline = time.monotonic() + 180
-    while len(list((ctx.results / STUDY).glob("trial_*/server.log"))) < 2:
+    while sum(is_ready(log) for log in (ctx.results / STUDY).glob("trial_*/server.log")) < 2:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{ctx.results / STUDY}: no second trial launched")
+            raise TimeoutError(f"{ctx.results / STUDY}: no second trial's server became ready")
         time.sleep(0.1)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()

@@ -56,6 +56,9 @@ from harness.trial import SilentReporter, run_trial  # noqa: E402
 # its failure (the tests once asserted these; timing belongs here).
 DETECT_TARGET_S = {"startup_oom": 2.0, "midbench_oom": 2.0, "half_dead_server": 2.0}
 DETECT_TARGET_S |= {"capture_crash_not_oom": 2.0, "watchdog_host_oom": 2.0}
+# A start-up that goes silent: noticed once silent for engine.stall_timeout_s, within a poll.
+STALL_TIMEOUT_S, STALL_READY_TIMEOUT_S = 5.0, 120.0
+DETECT_TARGET_S["stalled_startup"] = STALL_TIMEOUT_S + 2.0
 
 
 def trial_scenario(expect: Outcome, *faults: str, oom_kind: str | None = None, **kw):
@@ -81,6 +84,25 @@ def trial_scenario(expect: Outcome, *faults: str, oom_kind: str | None = None, *
         }
 
     return run
+
+
+def stalled_startup(ctx: Scratch) -> dict:
+    """The weight bar stops part-way (the hang-at-startup fault): the trial ends as timeout
+    "stalled at loading weights ..." once the server has been silent for engine.stall_timeout_s,
+    not at the ready deadline; seconds_to_detect is its last output to the harness raising."""
+    spec = ctx.spec("hang-at-startup", ready_timeout_s=STALL_READY_TIMEOUT_S)
+    engine = dataclasses.replace(spec.engine, stall_timeout_s=STALL_TIMEOUT_S)
+    result = run_trial(dataclasses.replace(spec, engine=engine), ctx.dir / "t")
+    error = result.error or ""
+    ok = result.outcome is Outcome.TIMEOUT and error.startswith("stalled at loading weights")
+    return {
+        "survived": ok,
+        "started": 1,
+        "recorded": int((ctx.dir / "t" / "result.json").is_file()),
+        "seconds_to_detect": result.detect_s,
+        "note": f"{result.outcome} after {result.startup_wall_s or 0:.1f} s of "
+        f"{STALL_READY_TIMEOUT_S:.0f}: {error.split(':')[0][:50]}",
+    }
 
 
 def lossy_outputs(ctx: Scratch) -> dict:
@@ -247,6 +269,7 @@ SCENARIOS: dict[str, Callable[[Scratch], dict]] = {
         Outcome.OOM, "host-oom-after-tokens=600", oom_kind="host", request_timeout_s=600
     ),
     "never_ready": trial_scenario(Outcome.TIMEOUT, "hang-at-startup", ready_timeout_s=3),
+    "stalled_startup": stalled_startup,
     "stalled_request": trial_scenario(Outcome.OK, "stall-request=2", request_timeout_s=3, runs=2),
     "lossy_outputs": lossy_outputs,
     "killed_from_outside": killed_from_outside,

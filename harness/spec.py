@@ -1,9 +1,8 @@
 """Frozen, validated descriptions of what to launch and how to measure it.
 
 The composed Hydra config becomes these dataclasses in one place (`sweep.config.specs`); nothing
-downstream sees a DictConfig. Each `__post_init__` names the field, the value and the fix.
-Field names follow SGLang's own argument names so that `harness.server.command` can derive the flags
-mechanically.
+downstream sees a DictConfig. Each `__post_init__` names the field, the value and the fix. Field
+names follow SGLang's argument names, so `harness.server.command` derives the flags mechanically.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ class EngineSpec:
     program: tuple[str, ...]  # argv prefix, e.g. (python, -m, sglang.launch_server)
     sglang_version: str = CURRENT  # which flag/log surface to speak (harness.sglang)
     ready_timeout_s: float = 1800.0  # wall seconds
+    stall_timeout_s: float | None = 600.0  # wall seconds of start-up silence (None: off)
     stop_grace_s: float = 30.0  # wall seconds between SIGTERM and SIGKILL
     gpu_release_timeout_s: float = 60.0  # wall seconds for a stopped tree's GPU memory (NVML)
     extra_args: tuple[str, ...] = ()  # engine-only flags (the simulator's --sim-* flags)
@@ -64,7 +64,8 @@ class EngineSpec:
             f"engine.sglang_version={self.sglang_version!r} is not supported: use one of "
             f"{', '.join(SGLANG_VERSIONS)}.",
         )
-        _check_range("engine.ready_timeout_s", self.ready_timeout_s, 1, 24 * 3600)
+        for name in ("ready_timeout_s", "stall_timeout_s"):  # stall: None is off
+            _check_range(f"engine.{name}", getattr(self, name), 1, 24 * 3600)
         _check_range("engine.stop_grace_s", self.stop_grace_s, 0, 600)
         _check_range("engine.gpu_release_timeout_s", self.gpu_release_timeout_s, 0, 3600)
 
@@ -131,9 +132,8 @@ class ServerSpec:
         self._check_adaptive()
 
     def _check_adaptive(self) -> None:
-        """SGLang serves adaptive only for EAGLE/EAGLE3 at topk 1 and otherwise falls back to
-        static with a warning (harness.sglang.adaptive.adaptive_unsupported_reason): refused
-        here."""
+        """SGLang serves adaptive only for EAGLE/EAGLE3 at topk 1, else falls back to static with
+        a warning (harness.sglang.adaptive.adaptive_unsupported_reason): refused here."""
         if not self.speculative_adaptive:
             _check(
                 self.speculative_adaptive_config is None,

@@ -26,7 +26,7 @@ from harness.errors import (
     ServerOOM,
     ServerStartTimeout,
 )
-from harness.measure import lossless
+from harness.measure import lossless, surface_check
 from harness.measure.acceptance import decays
 from harness.measure.bench import Benchmark, BenchmarkResult
 from harness.measure.client import deadline_error, is_aborted
@@ -41,6 +41,7 @@ from harness.server.command import ServerCommand, build_server_command
 from harness.server.process import FATAL_GRACE_S, Server
 from harness.server.procs import wait_until
 from harness.server.redact import recorded_argv, recorded_shell
+from harness.server.startup import StartupTracker, startup_phases
 from harness.spec import TrialSpec
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ EFFECTIVE_KEYS = (
 
 class Reporter(Protocol):
     def server_starting(self, spec: TrialSpec) -> None: ...
+    def server_phase(self, startup: StartupTracker) -> None: ...  # the start-up phase moved
     def server_ready(self, startup_s: float, effective: dict[str, Any]) -> None: ...
     def run_done(self, summary: RunSummary, total_runs: int) -> None: ...
     def request_done(self, record: RequestRecord, done: int, total: int, tokens: int) -> None: ...
@@ -76,6 +78,9 @@ class Reporter(Protocol):
 
 class SilentReporter:
     def server_starting(self, spec: TrialSpec) -> None:
+        pass
+
+    def server_phase(self, startup: StartupTracker) -> None:
         pass
 
     def server_ready(self, startup_s: float, effective: dict[str, Any]) -> None:
@@ -115,14 +120,15 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
     check_drafter(spec)  # a broken drafter costs seconds here, a model load later
     command = build_server_command(spec.server, spec.engine)  # pure: argv, env, headers
     result = _open_record(spec, command, folder)  # command.sh now, result.json at the end
-    server = _server(spec, command, folder)
+    server = _server(spec, command, folder, getattr(reporter, "server_phase", None))
     bench: Benchmark | None = None
     started = time.monotonic()
     try:
         with server:  # start: its own process group, its log in server.log
             reporter.server_starting(spec)
             ready_wall_s = server.wait_ready()  # /health_generate 200, process alive
-            clock = _read_effective_args(server, result, ready_wall_s)
+            clock, info = _read_effective_args(server, result, ready_wall_s)
+            _check_surface(spec, server, result, info)  # what the parsers need, all there?
             reporter.server_ready(result.startup_s, result.effective)
             probe = MemoryProbe(server.log_path, command.base_url, dict(command.headers))
             bench = _benchmark(spec, server, clock, reporter, probe)
@@ -180,26 +186,53 @@ def _open_record(spec: TrialSpec, command: ServerCommand, folder: Path) -> Trial
     )
 
 
-def _server(spec: TrialSpec, command: ServerCommand, folder: Path) -> Server:
+def _server(spec: TrialSpec, command: ServerCommand, folder: Path, on_startup=None) -> Server:
     return Server(
         command,
         folder / "server.log",
         ready_timeout_s=spec.engine.ready_timeout_s,
+        stall_timeout_s=spec.engine.stall_timeout_s,
         stop_grace_s=spec.engine.stop_grace_s,
         gpu_release_timeout_s=spec.engine.gpu_release_timeout_s,
         mem_fraction_static=spec.server.mem_fraction_static,
         pid_file=spec.pid_file,
+        on_startup=on_startup,
     )
 
 
-def _read_effective_args(server: Server, result: TrialResult, ready_wall_s: float) -> ServerClock:
+def _read_effective_args(
+    server: Server, result: TrialResult, ready_wall_s: float
+) -> tuple[ServerClock, dict[str, Any]]:
     """What the server says it runs (it may have changed what was asked), and its clock."""
     info = server.server_info()
     clock = ServerClock.from_server_info(info)
     result.clock_scale = clock.scale
     result.startup_s = clock.seconds(ready_wall_s)
     result.effective = effective_params(info, gpus=result.gpus)
-    return clock
+    result.startup_phases = startup_phases(info)  # the server's own, on its clock
+    return clock, info
+
+
+def _check_surface(spec: TrialSpec, server: Server, result: TrialResult, info: dict) -> None:
+    """The ready server's /server_info fields, /metrics names and start-up log lines against what
+    the harness parses (harness.measure.surface_check): each one missing is named in the result,
+    so a release that renamed one is caught at its first trial, not read as zeros."""
+    needs = surface_check.needed_at_ready(
+        spec.engine.sglang_version,
+        speculative=spec.server.speculative,
+        hicache=spec.server.hicache_size > 0,
+        metrics=spec.server.enable_metrics,
+    )
+    names = None
+    if spec.server.enable_metrics:
+        names = surface_check.read_metric_names(
+            server.command.base_url, dict(server.command.headers)
+        )
+    mismatches = surface_check.surface_mismatches(needs, info, names, server.log_text())
+    result.surface_mismatches = mismatches
+    if mismatches:
+        result.warnings.append("sglang_surface_mismatch")
+        surface_check.report(mismatches, info.get("version"))
 
 
 def _benchmark(
@@ -293,6 +326,8 @@ def _record(
 ) -> None:
     """The server's timings, the requests and the result on disk, whatever happened."""
     result.detect_s = server.detect_s
+    if server.proc is not None:  # the phases as the harness saw them arrive (wall, from launch)
+        result.startup_marks = [asdict(mark) for mark in server.startup.marks]
     result.teardown_s = server.teardown_s
     result.gpu_release_s = server.gpu_release_s
     if server.launched_at is not None and server.gone_at is not None:
@@ -306,6 +341,7 @@ def _record(
         if result.outcome is not Outcome.OK and bench.run_summaries:
             result.runs = bench.run_summaries  # partial results are kept
             result.metrics = bench.metrics()
+    result.metrics.update(result.startup_phases)  # beside the measurements, whatever happened
     result.wall_s = time.monotonic() - started
     result.write(folder)
 

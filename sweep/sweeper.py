@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from harness.errors import ConfigError, SpecsweepError
 from sweep.config.drafter_check import check_drafter
+from sweep.config.fraction import baseline_mem_fraction
 from sweep.config.setup_key import setup_key
 from sweep.config.specs import build_trial_spec
 from sweep.launch.jobs import Jobs
@@ -141,7 +142,8 @@ class SpecsweepSweeperImpl(Sweeper):
         trial_cfg = self.compose(arguments)
         trial_spec = build_trial_spec(trial_cfg)
         check_drafter(trial_cfg, trial_spec)
-        baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check"))
+        fraction = baseline_mem_fraction(trial_cfg.search, trial_cfg.server)
+        baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check", fraction))
         check_launch_flags([trial_spec, build_trial_spec(baseline_cfg)])
         if trial_cfg.preflight:
             self._preflight(trial_cfg)

@@ -29,6 +29,9 @@ def kimi_server(port: int, **overrides) -> ServerSpec:
         trust_remote_code=True,
         reasoning_parser="kimi_k2",
         env=(("NCCL_PROTO", "LL"),),
+        # SGLang 0.5.23's own default leaves Kimi-K2.5 no KV cache on this box (harness.sglang.
+        # memory); None tests that default.
+        mem_fraction_static=0.85,
     )
     values.update(overrides)
     return ServerSpec(**values)

@@ -20,4 +20,5 @@ metrics       runs from request timelines: windows, rates, percentiles; the tria
 memory_probe  a run window's memory from SGLang's lines and /metrics: usage, queue, cache hits
 memory        the trial's memory: the KV and host pools, per-level means, the KV-bound verdict
 lossless      greedy outputs compared token for token with the baseline's
+surface_check  what the harness reads from a server (fields, metrics, log lines), checked at ready
 """

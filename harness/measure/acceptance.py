@@ -1,7 +1,8 @@
 """A measured run's accept length, for that run's window only, from the best source offered.
 
 Best first: per-request meta (`/generate` meta_info, chat `sglext.spec_tokens_details`: exact
-and per request), `/metrics` counter deltas over the window (SGLang >= 0.5.10), the decode log
+and per request), `/metrics` counter deltas over the window (SGLang >= 0.5.10; they hold the
+requests finished inside the window, whole: `accept_from_counters`), the decode log
 lines printed inside the window, and last `/server_info`'s running average, which covers the
 window only when the flush before the run reset it (else it is the server's lifetime, and the
 source says so).
@@ -26,7 +27,6 @@ from pathlib import Path
 import httpx
 
 from harness.measure.prometheus import prometheus_values
-from harness.measure.steady import CUT
 from harness.measure.timeline import Timeline
 from harness.record.results import RequestRecord
 from harness.server.logs import parse_decode_line
@@ -72,11 +72,8 @@ async def window_accept_length(
     value = accept_from_requests([t.record for t in timelines])
     if value is not None:
         return value, "request_meta"
-    # Every request whose first token (prefill's) the counters hold: cut ones too
-    # (harness.measure.steady).
-    requests = sum(1 for t in timelines if t.record.ok or (t.record.error == CUT and t.points))
     if window.counters:
-        value = accept_from_counters(window.counters, await read_counters(client), requests)
+        value = accept_from_counters(window.counters, await read_counters(client))
         if value is not None:
             return value, "metrics"
     value = accept_from_log(server_log, window.wall_start)
@@ -99,17 +96,27 @@ def accept_from_requests(records: Sequence[RequestRecord]) -> float | None:
     )
 
 
-def accept_from_counters(
-    before: dict[str, float], after: dict[str, float], requests: int
-) -> float | None:
-    """(generated - first tokens from prefill) / verify calls, from /metrics counter deltas."""
-    verify = after.get("sglang:spec_verify_calls_total", 0) - before.get(
-        "sglang:spec_verify_calls_total", 0
-    )
-    generated = after.get("sglang:generation_tokens_total", 0) - before.get(
-        "sglang:generation_tokens_total", 0
-    )
-    if verify <= 0 or generated <= 0:
+def accept_from_counters(before: dict[str, float], after: dict[str, float]) -> float | None:
+    """(generated - first tokens from prefill) / verify calls, from /metrics counter deltas.
+
+    SGLang 0.5.23 moves all three counters once per finished request, by its whole count
+    (`TokenizerMetricsCollector.observe_one_finished_request`), so the deltas cover the requests
+    that FINISHED between the two reads, never a part of one: a request still running at the
+    close read (at C > 1, the ones cut when the window closes) is in none of them, and one that
+    started before the first read would be in all of them whole (none does: the window opens
+    after an idle flush). The prefill tokens subtracted are therefore the `num_requests_total`
+    delta, the same requests, not the client's count: a cut request counts once its abort
+    reaches the scheduler (0.5.23 `create_abort_task` sends it 2 s after the stream closed), so
+    whether it is in the deltas depends on timing, and only the counters know. No request
+    counter (a server without it): None, and the next source answers."""
+
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    verify = delta("sglang:spec_verify_calls_total")
+    generated = delta("sglang:generation_tokens_total")
+    requests = delta("sglang:num_requests_total")
+    if verify <= 0 or generated <= 0 or "sglang:num_requests_total" not in after:
         return None
     return (generated - requests) / verify
 

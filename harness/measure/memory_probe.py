@@ -8,9 +8,10 @@ run's window: the log's byte offset is noted when the run starts, at every compl
 it ends, so a steady-state window (C > 1, from its C-th completion) maps to the lines printed
 between its first and last completion, with no timestamp parsing. Without log lines (another log
 format, a window shorter than --decode-log-interval), the hit rate and the retractions come from
-`/metrics` counter deltas over the run instead. The trial's memory and the KV-bound verdict over
-these fields are `harness.measure.memory`'s. Everything here is SGLang's own text
-(harness.server.logs cites each line's source).
+`/metrics` counter deltas over the run instead (`MemoryProbe._from_counters` says what those
+cover: the token counters hold only the requests finished between the reads). The trial's
+memory and the KV-bound verdict over these fields are `harness.measure.memory`'s. Everything
+here is SGLang's own text (harness.server.logs cites each line's source).
 """
 
 from __future__ import annotations
@@ -88,6 +89,17 @@ def counter_delta(
     return None
 
 
+def hit_rate_of_finished(before: dict[str, float], after: dict[str, float]) -> float | None:
+    """Cached over prompt tokens of the requests that finished between two /metrics reads (both
+    counters move per finished request); None when none finished. 0.5.23 counts a request's hits
+    once (its first prefill), so the ratio is at most 1; 0.5.1 counted a retracted request's
+    redone prefill again, hence the clamp."""
+    prompt = counter_delta(before, after, (PROMPT_TOKENS,))
+    if not prompt:
+        return None
+    return min((counter_delta(before, after, (CACHED_TOKENS,)) or 0.0) / prompt, 1.0)
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -153,16 +165,24 @@ class MemoryProbe:
         return summary
 
     def _from_counters(self, summary: RunSummary) -> None:
+        """The run's hit rate and retractions from /metrics deltas between its two reads.
+
+        Two kinds of counter, two coverages. The retraction counter is the scheduler's and moves
+        as retractions happen, so its delta is the run's time span. The cached and prompt
+        counters are the tokenizer manager's and move once per FINISHED request, by its whole
+        count (0.5.23 `observe_one_finished_request`), so the hit rate is over the requests that
+        finished between the reads (`hit_rate_of_finished`): at C > 1 that is the whole run, its
+        ramp-up included, not the steady window the log lines cover, and a request cut when the
+        window closed is in it only if its abort reached the scheduler before the last read
+        (0.5.23 sends it 2 s after the stream closed). No request finished: no hit rate."""
         before, after = self._before, self.counters
         retracted = counter_delta(before, after, RETRACTED_COUNTERS)
-        cached = counter_delta(before, after, (CACHED_TOKENS,))
         prompt = counter_delta(before, after, (PROMPT_TOKENS,))
         if retracted is None and prompt is None:
             return
         summary.memory_source = "metrics"
         summary.retractions = int(retracted or 0)
-        if prompt:  # a retracted request's prompt is cached again when it is redone: at most 1
-            summary.cache_hit_rate = min((cached or 0.0) / prompt, 1.0)
+        summary.cache_hit_rate = hit_rate_of_finished(before, after)
 
     def read_counters(self) -> dict[str, float]:
         """/metrics as {name: value}; {} when the server serves none (--enable-metrics off)."""

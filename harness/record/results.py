@@ -171,6 +171,14 @@ class TrialResult:
     # Accept length per 256 output tokens, from the stream's verify steps
     # (harness.measure.acceptance)
     accept_by_window: list[float] = field(default_factory=list)
+    # Start-up: the server's own durations by phase (startup_load_weight_s, ..., server clock;
+    # also in metrics) and the phases as the harness saw them begin ({phase, at_s}, wall seconds
+    # from launch: harness.server.startup), a stalled start's last phase included.
+    startup_phases: dict[str, float] = field(default_factory=dict)
+    startup_marks: list[dict[str, Any]] = field(default_factory=list)
+    # What the ready server lacked of what the harness parses, one line each
+    # (harness.measure.surface_check; empty: all there)
+    surface_mismatches: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,5 +7,6 @@ process          the server as a context manager: own process group, redacted lo
 procs            pids, process groups, ports: liveness, signals, waits, leftovers
 gpu              NVML inventory and holders; GPU memory released before the next launch
 logs             SGLang's log lines and failure classification
+startup          start-up phases from the output (split on \\r and \\n), the server's durations
 redact           secrets out of everything recorded: argv, env, logs, URLs
 """

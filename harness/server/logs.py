@@ -299,9 +299,15 @@ def classify_exit(log_text: str, returncode: int | None) -> Outcome:
 
 def excerpt(log_text: str, lines: int = 30) -> str:
     """The last lines of a log, plus the first OOM line if it scrolled out of them."""
-    all_lines = log_text.rstrip("\n").splitlines()
+    # A tqdm bar is one line of carriage-return redraws: keep its last drawing, as a terminal.
+    all_lines = [_last_drawn(line) for line in log_text.rstrip("\n").split("\n")]
     tail = all_lines[-lines:]
     oom_lines = [ln for ln in all_lines if mentions_oom(ln)]
     if oom_lines and oom_lines[0] not in tail:
         tail = [oom_lines[0], "...", *tail]
     return "\n".join(tail)
+
+
+def _last_drawn(line: str) -> str:
+    drawn = [part for part in line.split("\r") if part.strip()]
+    return drawn[-1] if drawn else ""

@@ -10,9 +10,14 @@ too: nothing may outlive the trial and hold the GPUs), then wait until the tree 
 port is free again and (with NVML) the tree's processes hold no GPU memory, timed as
 gpu_release_s.
 
-The server's output reaches server.log through a pipe the harness reads line by line: secrets it
-prints (SGLang logs its server_args, --api-key included) are masked before they touch the disk,
-and a fatal line (an OOM, a scheduler exception) is noticed the moment it arrives.
+The server's output reaches server.log through a pipe the harness reads in pieces split on `\r`
+and `\n` (tqdm redraws its bars with a carriage return): secrets it prints (SGLang logs its
+server_args, --api-key included) are masked before they touch the disk, a fatal line (an OOM, a
+scheduler exception) is noticed the moment it arrives, and each piece moves the start-up phase
+(`harness.server.startup`). server.log holds the bytes as SGLang wrote them, redraws and their
+carriage returns included, as `launch_server > server.log 2>&1` would: one line per bar, shown
+by `cat` or `less -r` as a terminal shows it. A start-up that prints nothing for
+`stall_timeout_s` is stopped as stalled at its phase, long before the ready deadline.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,6 +58,7 @@ from harness.server.procs import (
     wait_until,
 )
 from harness.server.redact import recorded_argv, recorded_shell, redact_text, secret_values
+from harness.server.startup import StartupTracker, hides_startup_lines, split_output
 from harness.sglang.surfaces import SERVER_INFO_PATHS
 from harness.tls import tls_context
 
@@ -83,6 +90,8 @@ class Server:
         mem_fraction_static: float | None = None,
         pid_file: Path | None = None,
         gpu_release_timeout_s: float = 60.0,
+        stall_timeout_s: float | None = None,
+        on_startup: Callable[[StartupTracker], None] | None = None,
     ):
         self.command = command
         self.log_path = log_path
@@ -92,12 +101,19 @@ class Server:
         self.mem_fraction_static = mem_fraction_static
         self.pid_file = pid_file  # where a crashed sweep's successor finds a leftover server
         self.gpu_release_timeout_s = gpu_release_timeout_s
+        # No output for this long during start-up is a hang (None: only the ready deadline).
+        # A --log-level above INFO hides the start-up lines: silence then proves nothing.
+        quiet = hides_startup_lines(command.argv)
+        self.stall_timeout_s = None if quiet else stall_timeout_s
+        self.on_startup = on_startup  # called from wait_ready when the phase moves
+        self.startup = StartupTracker()
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_fh: IO[bytes] | None = None
         self._pump: threading.Thread | None = None
         self._secrets = secret_values(command)
         self._fatal_at: float | None = None  # monotonic time the first fatal line arrived
-        self.detect_s: float | None = None  # fatal line (or exit) -> the harness raising
+        # fatal line (or exit; a stalled start's last output) -> the harness raising
+        self.detect_s: float | None = None
         self._started_at: float | None = None
         self.ready_wall_s: float | None = None  # wall seconds from launch to ready
         self.teardown_s: float | None = None  # wall seconds from stop to group gone + port free
@@ -144,6 +160,7 @@ class Server:
             start_new_session=True,  # own process group: stop() signals every child too
         )
         self._started_at = time.monotonic()
+        self.startup = StartupTracker(started=self._started_at)
         self._pump = threading.Thread(
             target=self._copy_log, args=(self.proc.stdout, self._log_fh), daemon=True
         )
@@ -164,15 +181,29 @@ class Server:
         tmp.replace(self.pid_file)  # never half-written
 
     def _copy_log(self, pipe: IO[bytes], fh: IO[bytes]) -> None:
-        """server stdout -> server.log, secrets masked, fatal lines timed as they arrive."""
-        for raw in iter(pipe.readline, b""):
-            line = raw.decode(errors="surrogateescape")
-            if self._fatal_at is None and is_fatal_line(line):
-                self._fatal_at = time.monotonic()
-            with contextlib.suppress(ValueError):  # closed by stop() after a straggler
-                fh.write(redact_text(line, self._secrets).encode(errors="surrogateescape"))
-                fh.flush()
+        """server stdout -> server.log, secrets masked, fatal lines timed as they arrive, the
+        start-up phase moved by each piece (split on \r and \n, as a terminal shows them)."""
+        rest = b""
+        read = getattr(pipe, "read1", pipe.read)
+        while chunk := read(65536):
+            self.startup.output()
+            pieces, rest = split_output(rest + chunk)
+            for piece in pieces:
+                self._take(piece, fh)
+            if rest:  # a bar being drawn: tqdm writes "\r" + text, the next "\r" ends it
+                self.startup.feed(rest.decode(errors="replace"))
+        if rest:
+            self._take(rest, fh)
         pipe.close()
+
+    def _take(self, raw: bytes, fh: IO[bytes]) -> None:
+        line = raw.decode(errors="surrogateescape")
+        if self._fatal_at is None and is_fatal_line(line):
+            self._fatal_at = time.monotonic()
+        self.startup.feed(line)
+        with contextlib.suppress(ValueError):  # closed by stop() after a straggler
+            fh.write(redact_text(line, self._secrets).encode(errors="surrogateescape"))
+            fh.flush()
 
     def _drain_log(self, timeout_s: float = 2.0) -> None:
         """Wait for the pump to reach EOF, so the log holds the dead server's last lines."""
@@ -208,8 +239,13 @@ class Server:
             headers=self.command.headers,
             verify=tls_context(),
         ) as client:
+            shown = -1
             while True:
                 self.raise_if_exited(during="start-up")
+                if self.on_startup is not None and self.startup.changes != shown:
+                    shown = self.startup.changes
+                    self.on_startup(self.startup)
+                self._raise_if_stalled()
                 sent = time.monotonic()
                 if self._healthy(client):
                     self.raise_if_exited(during="start-up")
@@ -224,6 +260,25 @@ class Server:
                         log_excerpt=excerpt(self.log_text()),
                     )
                 time.sleep(min(self.poll_interval_s, remaining))
+
+    def _raise_if_stalled(self) -> None:
+        """No output for stall_timeout_s during start-up: stalled at its phase (a hung NCCL init,
+        a stuck filesystem), not worth the rest of the ready deadline."""
+        if self.stall_timeout_s is None:
+            return
+        silent = self.startup.silent_s()
+        if silent < self.stall_timeout_s:
+            return
+        self._drain_log(0)
+        self.detect_s = silent  # its last output -> the harness raising
+        at = self.startup.describe()
+        raise ServerStartTimeout(
+            f"stalled at {at}: no output for {silent:.0f} s (wall, "
+            f"{self.startup.elapsed_s():.0f} s after launch; engine.stall_timeout_s="
+            f"{self.stall_timeout_s:g}); raise engine.stall_timeout_s if a step of this start-up "
+            "is legitimately silent for longer.",
+            log_excerpt=excerpt(self.log_text()),
+        )
 
     @staticmethod
     def _healthy(client: httpx.Client) -> bool:

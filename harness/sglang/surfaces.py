@@ -31,6 +31,29 @@ VERSIONS = (CURRENT, LEGACY)
 # the same code. Which surface an installed SGLang speaks is read from its own parser
 # (`surface_of_flags`); this table is the fallback when only its version can be read.
 RELEASES_READ = {"0.5.1.post3": LEGACY, "0.5.22": CURRENT, "0.5.23": CURRENT}
+# What specsweep takes from the releases above and applies, unchecked, to any other release of
+# the same flag surface: a version outside RELEASES_READ still gets the surface its parser speaks
+# (harness.server.flags), but these were read in those releases' source only. Preflight names
+# them (sweep/preflight/machine.py check_engine), provenance records `verified: false`, and the
+# first ready server is checked against what the harness parses (harness.measure.surface_check).
+ASSUMED_FOR_UNREAD = (
+    "the memory formula (KV pool from --mem-fraction-static, the CUDA-graph and draft reserves: "
+    "the OOM predictions and the simulator's pool)",
+    "the log lines parsed (the ready line, max_total_num_tokens=, KV Cache is allocated, "
+    "Decode batch, retraction and OOM texts)",
+    "the /metrics names read (sglang:generation_tokens_total, sglang:spec_verify_calls_total, "
+    "sglang:max_total_num_tokens, ...)",
+    "the adaptive speculation policy and its config file's schema",
+    "the flush (/flush_cache?timeout= waits for an idle scheduler)",
+)
+
+
+def release_read(version: str | None) -> bool:
+    """Is `version` (as installed or as /server_info reports it) a release whose source was
+    read? Exact: "0.5.23.post1" or "0.5.24" is not, even though it speaks a known surface."""
+    return version in RELEASES_READ
+
+
 # Flags some release of a surface lacks -> the flag every release of both surfaces takes.
 PORTABLE_FLAGS = {"--enable-hicache": "--enable-hierarchical-cache"}
 

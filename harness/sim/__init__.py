@@ -6,6 +6,7 @@ engine: everything it produces is simulated, and it says so in `/server_info` (`
 
 __main__  `python -m harness.sim <sglang flags>`
 main      start-up as SGLang does it (weights, KV pool, graphs, ready), then serve
+progress  start-up's tqdm bars (redrawn with \\r) and graph-capture progress, as SGLang prints
 cli       both surfaces' flags, and SGLang's automatic adjustments
 oracle    the model's answer for one launch, computed in-process (start-up and benchmarks)
 engine    the scheduler: continuous batching on a virtual clock, prefill first
@@ -16,6 +17,7 @@ clock     the virtual clock: clock_scale virtual seconds per wall second
 text      deterministic stand-in text
 faults    faults on demand (--sim-fault) for tests and benchmarks/faults.py
 failures  how SGLang dies: its texts and exit codes
+unmodelled  launches SGLang runs that the simulator refuses, saying it does not model them
 shutdown  the launcher's process tree and SIGTERM path, as SGLang has them
 api       the HTTP surface
 capacity  the KV pool, prefix cache, HiCache, admission and retraction

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.sglang import memory
 from harness.sglang.speculative import (
     EAGLE_FAMILY,
     SPEC_MAX_RUNNING_REQUESTS,
@@ -97,6 +98,7 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
         a("--cuda-graph-bs-decode", type=int, nargs="+")
         a("--cuda-graph-bs-prefill", type=int, nargs="+")
         a("--cuda-graph-backend-decode", choices=["full", "breakable", "disabled"], default="full")
+        a("--language-model-only", action="store_true")
         a("--cuda-graph-backend-prefill", choices=["full", "breakable", "disabled"], default="full")
         a("--disable-cuda-graph", action=_DeprecatedStoreTrue)
     a("--disable-custom-all-reduce", action="store_true")
@@ -205,20 +207,47 @@ class Resolved:
     warnings: list[str] = field(default_factory=list)
 
 
-def _auto_mem_fraction(gpu_mib: float, tp: int, chunked: int, graph_max_bs: int) -> float:
-    """Current SGLang's memory_hook: reserve activations + graphs, at least 10 GiB on big GPUs."""
-    reserved = 512 + max(chunked, 2048) * 1.5 + tp / 8 * 1024 + graph_max_bs * 2 + 8 * 8
-    if gpu_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((gpu_mib - reserved) / gpu_mib, 3)
+def _memory_default(
+    args: dict[str, Any], given_max_running: int | None, architecture: str, gpu_mib: float
+) -> float:
+    """0.5.23's fraction when --mem-fraction-static is unset (harness.sglang.memory), from the
+    flags as given: the hook runs before speculation's reset of max_running_requests."""
+    arch = memory.architecture(architecture)
+    decode_off = args["disable_cuda_graph"] or args["cuda_graph_backend_decode"] == "disabled"
+    prefill_off = args["disable_cuda_graph"] or args["cuda_graph_backend_prefill"] == "disabled"
+    decode = memory.decode_graph_max_bs(
+        args["cuda_graph_max_bs_decode"], args["sim_requested_graph_max_bs"], given_max_running
+    )
+    if args["cuda_graph_bs_decode"]:
+        decode = max(args["cuda_graph_bs_decode"])
+    prefill = None
+    if not prefill_off:
+        prefill = args["cuda_graph_bs_prefill"] or memory.prefill_graph_batch_sizes(
+            _prefill_graph_max_bs(args, arch)
+        )
+    return memory.auto_mem_fraction(
+        gpu_mib,
+        args["tp_size"],
+        args["chunked_prefill_size"],
+        arch,
+        None if decode_off else decode,
+        prefill,
+        vlm=not args["language_model_only"],
+    )
 
 
-def _auto_mem_fraction_0_5_1(gpu_mib: float, tp: int, speculative: bool) -> float:
-    """SGLang 0.5.1.post3 server_args: a reserve by GPU size, 2 GiB more with speculation."""
-    reserved = (12 + tp / 2) * 1024 if gpu_mib < 160 * 1024 else (16 + tp / 2) * 1024
-    if speculative:
-        reserved += 2 * 1024  # draft model and larger CUDA-graph buffers
-    return round((gpu_mib - reserved) / gpu_mib, 3)
+def _prefill_graph_max_bs(args: dict[str, Any], arch: memory.Architecture) -> int:
+    """memory_hook.py: the chunked prefill size (at most 8192 for MLA), capped by
+    --max-total-tokens and, for Llama-2 paths, 4096."""
+    if args["cuda_graph_max_bs_prefill"] is not None:
+        return args["cuda_graph_max_bs_prefill"]
+    chunked = args["chunked_prefill_size"]
+    max_bs = min(8192, chunked) if arch.mla else chunked
+    if args["max_total_tokens"] is not None:
+        max_bs = min(max_bs, args["max_total_tokens"])
+    if "llama-2" in args["model_path"].lower():
+        max_bs = min(max_bs, 4096)
+    return max_bs
 
 
 def _speculative_params(
@@ -269,6 +298,9 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
 
     # 0.5.23 reports the flag as given and the resolved batch under cuda_graph_config (sim.info)
     args["sim_requested_graph_max_bs"] = args["cuda_graph_max_bs_decode"]
+    given_max_running = args["max_running_requests"]
+    if args["language_model_only"] and not memory.architecture(architecture).language_model_only:
+        raise ValueError(memory.language_model_only_refusal(architecture))
     if args["chunked_prefill_size"] is None:
         args["chunked_prefill_size"] = 8192
     graph_off = args["disable_cuda_graph"] or args["cuda_graph_backend_decode"] == "disabled"
@@ -303,8 +335,8 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
         args["max_running_requests"] = PLAIN_MAX_RUNNING_REQUESTS
 
     if args["mem_fraction_static"] is None:
-        args["mem_fraction_static"] = _auto_mem_fraction(
-            gpu_mib, args["tp_size"], args["chunked_prefill_size"], args["cuda_graph_max_bs_decode"]
+        args["mem_fraction_static"] = _memory_default(
+            args, given_max_running, architecture, gpu_mib
         )
     if args["enable_hierarchical_cache"] and args["hicache_ratio"] is None:
         args["hicache_ratio"] = 2.0
@@ -338,7 +370,7 @@ def _resolve_0_5_1(
     elif args["max_running_requests"] is None:
         args["max_running_requests"] = PLAIN_MAX_RUNNING_REQUESTS
     if args["mem_fraction_static"] is None:
-        args["mem_fraction_static"] = _auto_mem_fraction_0_5_1(
+        args["mem_fraction_static"] = memory.auto_mem_fraction_0_5_1(
             gpu_mib, args["tp_size"], algo is not None
         )
     args["cuda_graph_max_bs_decode"] = captured_graph_max_bs(

@@ -6,9 +6,11 @@ decode iteration for the running batch, each lasting what `PerfModel` says. With
 scheduler one more step runs after the last response went out (its result queue drains): until
 then the scheduler is not fully idle and a flush is refused. Iteration deadlines are absolute on
 the virtual clock, so CPU hiccups delay a token but never slow the simulated server down on
-average. Counters follow SGLang's: accept length is folded in at each decode log line (every
-`--decode-log-interval` iterations); `/flush_cache` resets the scheduler's speculative counters
-(/server_info's running average), never the Prometheus totals.
+average. Counters follow SGLang's: the Prometheus token, request, verify and cached counters
+move once per finished (or aborted) request, by its whole count (request.py `Totals`); accept
+length is folded in at each decode log line (every `--decode-log-interval` iterations);
+`/flush_cache` resets the scheduler's speculative counters (/server_info's running average),
+never the Prometheus totals.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from typing import Any
 from harness.sglang.surfaces import CURRENT, surface
 from harness.sim.capacity.hicache import HostTier
 from harness.sim.capacity.kvpool import KVPool
-from harness.sim.capacity.policy import NewTokenRatio, retract, select_prefill
+from harness.sim.capacity.policy import (
+    NewTokenRatio,
+    max_new_tokens_within,
+    retract,
+    select_prefill,
+)
 from harness.sim.clock import InstantClock, Lag, VirtualClock  # noqa: F401  (re-exported)
 from harness.sim.intake import REASONING, build_request
 from harness.sim.loglines import decode_line, prefill_line, retract_line
@@ -53,11 +60,15 @@ class Engine:
         stream_interval: int = 1,  # --stream-interval: a chunk every N tokens (first at once)
         max_prefill_tokens: int = 16384,  # --max-prefill-tokens: a prefill batch's input
         reasoning: tuple[float, float] = REASONING,  # --sim-reasoning-tokens: median, sigma
+        context_len: int | None = None,  # --context-length, else the model's
     ):
+        if kv_tokens <= 0:  # SGLang never gets this far: it dies at start-up (sim.main)
+            raise ValueError(f"no KV pool to schedule on ({kv_tokens} tokens)")
         self.model = model
         self.clock = clock
         self.max_running = max_running_requests
         self.kv_tokens = kv_tokens
+        self.context_len = context_len
         self.pool = KVPool(kv_tokens, host)
         self.ratio = NewTokenRatio()
         self.stream_interval = max(1, stream_interval)
@@ -158,17 +169,23 @@ class Engine:
         )
 
     def submit(self, request: SimRequest) -> None:
+        request.max_new_tokens = max_new_tokens_within(
+            len(request.ids), request.max_new_tokens, self.kv_tokens, self.context_len
+        )
         self.waiting.append(request)
         self._fully_idle.clear()
         self._wake.set()
 
     def abort(self, request: SimRequest) -> None:
         """The client went away: stop generating for it (SGLang aborts the request too)."""
+        held = request in self.waiting or request in self.running
         if request in self.waiting:
             self.waiting.remove(request)
         if request in self.running:
             self.running.remove(request)
         self.pool.release(request)
+        if held:  # the scheduler still had it: it finishes as aborted and is counted so
+            self.totals.note_finished(request)
 
     def reset_fault_counters(self) -> None:
         """At ready: the crash fault counts tokens generated for clients, not the warm-up's."""
@@ -295,9 +312,6 @@ class Engine:
         for a in admitted:
             r = a.request
             self.pool.commit(r, r.fill_ids(), self._t)
-            if not r.retractions:
-                self.totals.prompt_tokens += r.prompt_tokens
-                self.totals.requests += 1
             self._emit(r, 1)  # the first token (again, after a retraction) comes from prefill
             if r.generated < r.limit and not r.stalled:
                 self.running.append(r)
@@ -310,6 +324,7 @@ class Engine:
 
     def _finish(self, r: SimRequest) -> None:
         self.pool.finish(r, r.ids + r.output_ids(0, r.generated), self._t)
+        self.totals.note_finished(r)
 
     def _retract(self) -> None:
         """The next decode step does not fit: SGLang's retract_decode, then its warning."""
@@ -340,6 +355,7 @@ class Engine:
             if r.abort is not None and r.generated > 1:  # mid-stream: prefill's + one decode
                 self.running.remove(r)
                 self.pool.release(r)
+                self.totals.note_finished(r)
                 r.queue.put_nowait(Chunk([], "abort", self._t))
                 continue
             n = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
@@ -347,7 +363,6 @@ class Engine:
             self.pool.grow(r, n)
             if self.speculative:
                 r.verify_ct += 1
-                self.totals.verify_calls += 1
                 self.counters.pending_accept_tokens += n
                 self.counters.pending_forward_ct += 1
             self._emit(r, n)
@@ -361,7 +376,6 @@ class Engine:
     def _emit(self, request: SimRequest, n: int) -> None:
         start = request.generated
         request.generated += n
-        self.totals.generation_tokens += n
         self._interval_tokens += n
         self._total_generated += n
         crash = self._crash_after is not None and self._total_generated >= self._crash_after

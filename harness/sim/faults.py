@@ -4,7 +4,7 @@ Each fault is something a real SGLang server does to a sweep left running overni
 
     crash-after-tokens=N       the scheduler runs out of GPU memory once N tokens have been
                                generated (SGLang's OOM text, then the launcher SIGKILLs itself)
-    hang-at-startup            start-up stops after "Load weight begin" and never gets further
+    hang-at-startup            the weight bar stops redrawing at 40% and nothing more is printed
     slow-start=S               start-up takes S more wall seconds than the model says
     stall-request=N            the N-th generation request gets its first token, then no more
     abort-request=N            the N-th generation request is aborted mid-stream, as SGLang 0.5.23
@@ -31,6 +31,11 @@ Each fault is something a real SGLang server does to a sweep left running overni
     lossy-after-tokens=N       with speculation on, every request's output differs from the
                                greedy one from token N on (a drafter or verify bug that accepts
                                wrong drafts); without speculation nothing changes
+    report-version=V           /server_info says "version": V: a release specsweep has not read
+                               (harness.sglang.surfaces.RELEASES_READ), speaking this surface
+    drop-server-info-field=F   /server_info (and /get_server_info) has no field F, as a release
+                               that renamed or dropped it would answer (with report-version: the
+                               harness's surface check must name F)
 
 The texts are in harness/sim/failures.py, copied from SGLang's source.
 """
@@ -54,9 +59,11 @@ KINDS = {
     "hybrid-pool-oom": None,
     "lossy-after-tokens": int,
     "slow-drain": float,
+    "report-version": str,
+    "drop-server-info-field": str,
 }
 
-_NOUN = {int: "an integer", float: "a number"}
+_NOUN = {int: "an integer", float: "a number", str: "a non-empty text"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,8 @@ class Faults:
     hybrid_pool_oom: bool = False
     lossy_after_tokens: int | None = None
     slow_drain_s: float = 0.0
+    report_version: str | None = None
+    drop_server_info_field: str | None = None
 
     @classmethod
     def parse(cls, specs: list[str] | None) -> Faults:
@@ -94,7 +103,9 @@ class Faults:
                     raise ValueError(
                         f"--sim-fault {kind}=VALUE needs {_NOUN[convert]}, got {raw!r}"
                     ) from None
-                if value < 0:  # type: ignore[operator]
+                if convert is str and not raw:
+                    raise ValueError(f"--sim-fault {kind}=VALUE needs {_NOUN[str]}, got nothing")
+                if convert is not str and value < 0:  # type: ignore[operator]
                     raise ValueError(f"--sim-fault {kind} must be >= 0, got {raw}")
             values[kind] = value
         return cls(
@@ -113,6 +124,8 @@ class Faults:
             hybrid_pool_oom=bool(values.get("hybrid-pool-oom")),
             lossy_after_tokens=values.get("lossy-after-tokens"),  # type: ignore[arg-type]
             slow_drain_s=float(values.get("slow-drain", 0.0)),  # type: ignore[arg-type]
+            report_version=values.get("report-version"),  # type: ignore[arg-type]
+            drop_server_info_field=values.get("drop-server-info-field"),  # type: ignore[arg-type]
         )
 
     def given(self, kind: str) -> bool:

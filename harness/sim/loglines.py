@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.sglang.surfaces import surface
 from harness.sim.capacity.policy import Admitted
+from harness.sim.capacity.settings import host_tier
 
 Engine = Any  # harness.sim.engine.Engine (which imports this module)
 
@@ -81,3 +83,32 @@ def decode_line(engine: Engine, batch: int) -> str:
         f"#queue-req: {len(engine.waiting)}"
     )
     return msg + (", " if engine.legacy_logs else "")
+
+
+def scheduler_summary(model: Any, plan: Any, args: dict, version: str) -> list[str]:
+    """What the scheduler prints once its TP worker (pool, graphs) is built, on TP rank 0: with
+    HiCache the host pool as its cache is made (0.5.23 mem_cache/pool_host/base.py
+    `_allocate_host_buffer`; 0.5.1.post3 mem_cache/memory_pool_host.py), then its summary (0.5.23
+    managers/scheduler.py, the "Print debug info" block; 0.5.1.post3 prints the same fields).
+    `harness.server.logs.parse_pool_sizes` reads both."""
+    lines = []
+    host = host_tier(args, model, plan.kv_tokens)
+    if host is not None:
+        host_gb = host.capacity * host.bytes_per_token / 1e9
+        if surface(version).legacy:
+            lines.append(f"Allocating {host_gb:.2f} GB host memory for hierarchical KV cache.")
+        else:
+            lines.append(
+                f"Allocating kv hierarchical KV host pool: {host.capacity} tokens, "
+                f"{host_gb:.2f} GB host memory."
+            )
+    graph_mib = plan.graph_mib if model.dep.cuda_graph else 0
+    lines.append(
+        f"max_total_num_tokens={plan.kv_tokens}, "
+        f"chunked_prefill_size={args['chunked_prefill_size']}, "
+        f"max_prefill_tokens={args.get('max_prefill_tokens') or 16384}, "
+        f"max_running_requests={args['max_running_requests']}, "
+        f"context_len={args['context_length'] or model.target.context_length}, "
+        f"available_gpu_mem={(plan.gpu_mib - plan.static_mib - graph_mib) / 1024:.2f} GB"
+    )
+    return lines

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import uvicorn
 
+from harness.sglang.memory import MULTIMODAL_RESERVE_LINE, weights_leave_no_kv_cache
 from harness.sglang.surfaces import CURRENT, LEGACY, READY_LINE, surface
 from harness.sim.api.app import ServerState, create_app
 from harness.sim.capacity.settings import engine_capacity
@@ -31,10 +32,20 @@ from harness.sim.failures import (
     runtime_death,
 )
 from harness.sim.faults import Faults
+from harness.sim.loglines import scheduler_summary
 from harness.sim.model.perf_model import MemoryPlan, PerfModel
 from harness.sim.model.profiles import EAGLE3_37K_TTT5, HARDWARE, TARGETS
 from harness.sim.oracle import build_model
+from harness.sim.progress import (
+    SHARDS_DESC,
+    capture_descs,
+    capture_graphs,
+    draw_bar,
+    shard_count,
+    startup_time,
+)
 from harness.sim.shutdown import Scheduler, install_sigterm
+from harness.sim.unmodelled import not_modelled
 
 log = logging.getLogger("sglang.launch_server")
 sched_log = logging.getLogger("sglang.scheduler")
@@ -102,6 +113,8 @@ def main(argv: list[str] | None = None) -> None:
         faults = Faults.parse(ns.sim_fault)
     except ValueError as exc:
         parser.error(str(exc))  # exit 2, like any bad flag
+    if (why_not := not_modelled(vars(ns))) is not None:
+        parser.exit(2, f"{why_not}\n")  # not SGLang refusing: the simulator not modelling it
     for kind, why in NEEDS_CURRENT.items():
         if surface(version).legacy and faults.given(kind):
             parser.error(f"--sim-fault {kind} needs the current surface: {why}")
@@ -133,7 +146,9 @@ def main(argv: list[str] | None = None) -> None:
     plan = model.memory_plan(args["mem_fraction_static"])
     log.info("server_args=%s", reported_args(args, version))
     scheduler = Scheduler(plan.static_mib)  # the launcher's child, as SGLang spawns its schedulers
-    _start_up(model, plan, args, clock, faults, version)
+    startup = _start_up(model, plan, args, clock, faults, version)
+    for line in scheduler_summary(model, plan, args, version):
+        log.info(line)
 
     crash_after, on_crash = runtime_death(faults, version, plan.kv_tokens)
     engine = Engine(
@@ -169,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         simulator,
         faults=faults,
         die=die_like_sglang,
+        startup_time=startup,
     )
     _serve(state, args["host"], args["port"], scheduler)
 
@@ -184,14 +200,13 @@ def _start_up(
     clock: VirtualClock,
     faults: Faults,
     version: str,
-) -> None:
+) -> dict | None:
+    """Print start-up as SGLang does, on the virtual clock; return the durations by phase that
+    0.5.23 reports as `startup_time` (None for 0.5.1, which has none)."""
     gb = plan.gpu_mib / 1024
     log.info("Load weight begin. avail mem=%.2f GB", gb)
     for handler in logging.getLogger().handlers:
         handler.flush()
-    if faults.hang_at_startup:
-        while True:  # e.g. a stuck NCCL init or a hung filesystem: alive, silent, never ready
-            time.sleep(3600)
     if faults.slow_start_s:
         time.sleep(faults.slow_start_s)
     if plan.failure == "host_oom":
@@ -209,16 +224,31 @@ def _start_up(
             plan.host_needed_gb,
         )
         sys.exit(1)
-    _sleep_virtual(clock, model.target.load_s * 0.7)
+    load_s = model.target.load_s * 0.7
+    shards = shard_count(plan.weights_mib * args["tp_size"] / 1024)
+    # The hang fault: the bar stops redrawing part-way (a stuck filesystem or NCCL init): alive,
+    # silent, never ready.
+    stop_after = int(shards * 0.4) if faults.hang_at_startup else None
+    draw_bar(SHARDS_DESC, shards, load_s, clock.scale, stop_after=stop_after)
+    elapsed = "" if surface(version).legacy else f"elapsed={load_s:.2f} s, "
     log.info(
-        "Load weight end. type=%s, avail mem=%.2f GB, mem usage=%.2f GB.",
+        "Load weight end. %stype=%s, avail mem=%.2f GB, mem usage=%.2f GB.",
+        elapsed,
         model.target.architecture,
         gb - plan.weights_mib / 1024,
         plan.weights_mib / 1024,
     )
     if faults.hybrid_pool_oom:
         die_like_sglang(HYBRID_POOL_OOM)
-    if plan.failure == "kv_pool":
+    if model.dep.kv_reserve_mib > 0:  # kv_cache_configurator.py::mm_runtime_reservation_gb
+        log.info(MULTIMODAL_RESERVE_LINE, model.dep.kv_reserve_mib / 1024)
+    if plan.failure == "no_kv_room" and not surface(version).legacy:
+        available = plan.gpu_mib - plan.weights_mib
+        die_like_sglang(
+            "ValueError: "
+            + weights_leave_no_kv_cache(args["mem_fraction_static"], available, plan.gpu_mib)
+        )
+    if plan.failure in ("kv_pool", "no_kv_room"):
         current = (
             ""
             if surface(version).legacy
@@ -228,6 +258,8 @@ def _start_up(
             "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
             + current
         )
+    kv_s = model.target.load_s * 0.01
+    _sleep_virtual(clock, kv_s)
     log.info(
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, KV size: %.2f GB",
         plan.kv_tokens,
@@ -246,27 +278,43 @@ def _start_up(
     if not model.dep.cuda_graph:
         if plan.failure == "graph_oom":  # no graphs: the first large activation runs out instead
             die_like_sglang("torch.OutOfMemoryError: CUDA out of memory during warm-up prefill.")
-        return
-    log.info("Capture cuda graph begin. This can take up to several minutes.")
-    _sleep_virtual(clock, model.target.load_s * 0.3)
-    if faults.capture_crash:
-        capture_crash(CUDA_GRAPH_OOM_HELP[version])
-    if plan.failure == "graph_oom":
-        short = plan.non_static_mib - (plan.gpu_mib - plan.static_mib)
-        die_like_sglang(
-            "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
-            f"{max(short, 64):.0f} MiB. GPU 0 has a total capacity of {plan.gpu_mib / 1024:.2f} "
-            f"GiB of which {max(plan.gpu_mib - plan.static_mib - 6000, 0):.2f} MiB is free.\n"
-            + CUDA_GRAPH_OOM_HELP[version]
-        )
+        return startup_time(surface(version).legacy, load_s, kv_s, {})
     bs = [b for b in (1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512) if b <= model.dep.graph_max_bs]
-    log.info(
-        "Capture cuda graph end. bs=%s, elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.",
-        bs,
-        model.target.load_s * 0.3,
-        plan.graph_mib / 1024,
-        (plan.gpu_mib - plan.static_mib - plan.graph_mib) / 1024,
-    )
+    avail = (plan.gpu_mib - plan.static_mib) / 1024
+    graph_gb = plan.graph_mib / 1024
+    graph_s = model.target.load_s * 0.29
+
+    def fail_if_due() -> None:  # after the target graph's bar, before its end line
+        if faults.capture_crash:
+            capture_crash(CUDA_GRAPH_OOM_HELP[version])
+        if plan.failure == "graph_oom":
+            short = plan.non_static_mib - (plan.gpu_mib - plan.static_mib)
+            die_like_sglang(
+                "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
+                f"{max(short, 64):.0f} MiB. GPU 0 has a total capacity of "
+                f"{plan.gpu_mib / 1024:.2f} GiB of which "
+                f"{max(plan.gpu_mib - plan.static_mib - 6000, 0):.2f} MiB is free.\n"
+                + CUDA_GRAPH_OOM_HELP[version]
+            )
+
+    if not surface(version).legacy:
+        graphs = capture_graphs(
+            model.spec, args, bs, avail, graph_gb, graph_s, clock.scale, fail_if_due
+        )
+    else:
+        log.info("Capture cuda graph begin. This can take up to several minutes.")
+        descs = capture_descs(bs, avail, graph_gb)
+        draw_bar("", len(bs), graph_s, clock.scale, sglang_format=False, descs=descs)
+        fail_if_due()
+        graphs = {}
+        log.info(
+            "Capture cuda graph end. bs=%s, elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.",
+            bs,
+            graph_s,
+            graph_gb,
+            avail - graph_gb,
+        )
+    return startup_time(surface(version).legacy, load_s, kv_s, graphs)
 
 
 def _serve(state: ServerState, host: str, port: int, scheduler: Scheduler) -> None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from drafter.checkpoint import CheckpointError, DrafterCheckpoint
 from drafter.checks import footprint as drafter_footprint
+from harness.sglang import memory
+from harness.sglang.surfaces import CURRENT, surface
 from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, resolve, sglang_version_of
 from harness.sim.model.adaptive import adaptive_model
@@ -82,8 +85,19 @@ def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -
         hicache_size_gb=args["hicache_size"] if args["enable_hierarchical_cache"] else 0,
         graph_max_bs=args["cuda_graph_max_bs_decode"],
         speculation=speculation,
+        kv_reserve_mib=_kv_reserve_mib(args, target.architecture, ns),
     )
     return adaptive_model(PerfModel(hw, target, deployment), args)
+
+
+def _kv_reserve_mib(args: dict[str, Any], architecture: str, ns: argparse.Namespace) -> float:
+    """0.5.23's multimodal KV reservation (not with --language-model-only; 0.5.1.post3 is not
+    modelled with one)."""
+    if surface(getattr(ns, "sim_sglang_version", CURRENT)).legacy or args.get(
+        "language_model_only"
+    ):
+        return 0.0
+    return memory.multimodal_kv_reserve_mib(memory.architecture(architecture), os.environ)
 
 
 def expected_decode_tok_s(model: PerfModel, max_tokens: int) -> float:
@@ -103,7 +117,12 @@ def evaluate(argv: list[str], max_tokens: int, nccl_proto: str = "LL") -> Evalua
     model = build_model(args, ns, nccl_proto)
     plan = model.memory_plan(args["mem_fraction_static"])
     if plan.failure:
-        kind = {"graph_oom": "gpu", "kv_pool": "kv_pool", "host_oom": "host"}[plan.failure]
+        kind = {
+            "graph_oom": "gpu",
+            "kv_pool": "kv_pool",
+            "no_kv_room": "kv_pool",
+            "host_oom": "host",
+        }[plan.failure]
         failed_after = {"gpu": target.load_s, "kv_pool": 0.7 * target.load_s, "host": 5.0}[kind]
         return Evaluation("oom", kind, None, None, failed_after, plan.kv_tokens)
     return Evaluation(
@@ -147,9 +166,21 @@ def _instant_engine(argv: list[str], nccl_proto: str):
         decode_log_interval=10**9,
         seed=ns.sim_seed,
         drift_sigma=0.0,
-        **engine_capacity(args, ns, model, model.memory_plan(args["mem_fraction_static"])),
+        **engine_capacity(args, ns, model, started_plan(model, args)),
     )
     return engine, clock
+
+
+def started_plan(model, args: dict[str, Any]):
+    """The memory plan of a server that starts; ValueError where the served simulator would die
+    at start-up (no KV pool, graphs that do not fit): there is then no load to model."""
+    plan = model.memory_plan(args["mem_fraction_static"])
+    if plan.failure is not None:
+        raise ValueError(
+            f"the simulator would not start: {plan.failure} at --mem-fraction-static="
+            f"{args['mem_fraction_static']} (name a fraction that fits)"
+        )
+    return plan
 
 
 def modelled_load(
@@ -204,7 +235,7 @@ class _Sampler:
         self.active = True
         self.totals_at_start = (
             t.retracted_requests,
-            t.cached_device_tokens + t.cached_host_tokens,
+            t.prefill_hit_tokens,
             t.computed_prompt_tokens,
         )
 
@@ -219,7 +250,7 @@ class _Sampler:
     def fields(self) -> dict[str, Any]:
         t, w = self.engine.totals, max(self.weight, 1e-12)
         retracted0, hits0, computed0 = self.totals_at_start or (0, 0, 0)
-        hits = t.cached_device_tokens + t.cached_host_tokens - hits0
+        hits = t.prefill_hit_tokens - hits0
         computed = t.computed_prompt_tokens - computed0
         return {
             "token_usage": self.usage / w,

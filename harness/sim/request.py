@@ -46,6 +46,9 @@ class SimRequest:
     kv_private: int = 0  # decoded tokens it holds outside the tree
     retractions: int = 0
     sent: int = 0  # tokens handed to its queue (--stream-interval buffers the rest)
+    stream: bool = False  # sent back as a stream: the counters' is_streaming label
+    cached_device: int = 0  # its first prefill's hits by tier (0.5.23 Req.cached_tokens_device,
+    cached_host: int = 0  # _host: set once, a retraction's re-prefill leaves them)
 
     def fill_ids(self) -> tuple[int, ...]:
         """What a prefill of it computes: the prompt, then what it had decoded before a
@@ -75,19 +78,63 @@ class SimRequest:
 
 
 @dataclass
-class Totals:
-    """The Prometheus `*_total` counters: since start-up, never reset (a flush leaves them)."""
+class Finished:
+    """One `is_streaming` series of the per-request counters."""
 
     prompt_tokens: int = 0
     generation_tokens: int = 0
     requests: int = 0
+
+
+@dataclass
+class Totals:
+    """The Prometheus `*_total` counters: since start-up, never reset (a flush leaves them).
+
+    Two owners, as in SGLang 0.5.23. The tokenizer manager's move once per FINISHED request
+    (`observability/metrics_collector.py` `TokenizerMetricsCollector.observe_one_finished_request`,
+    called from `managers/tokenizer_manager.py` `collect_metrics` under `state.finished`):
+    `prompt_tokens_total`, `generation_tokens_total` and `num_requests_total` (labelled
+    `is_streaming`), `spec_verify_calls_total` and `cached_tokens_total{cache_source}`, each by the
+    request's whole count, so none of them moves while a request runs. An aborted request
+    finishes too (finish reason abort) and is counted with what it had. The scheduler's move as
+    things happen: the retraction counters.
+    """
+
+    finished: dict[str, Finished] = field(default_factory=dict)  # by is_streaming: "true"/"false"
     verify_calls: int = 0
+    cached_device_tokens: int = 0  # sglang:cached_tokens_total{cache_source="device"}
+    cached_host_tokens: int = 0  # ... {cache_source="host"}
     retracted_requests: int = 0
     retracted_input_tokens: int = 0
     retracted_output_tokens: int = 0
-    cached_device_tokens: int = 0  # sglang:cached_tokens_total{cache_source="device"}
-    cached_host_tokens: int = 0  # ... {cache_source="host"}
-    computed_prompt_tokens: int = 0  # prefill input not found in any cache (retractions' too)
+    # Not exported: every prefill's hits and computed input (a retraction's re-prefill too), what
+    # the scheduler's prefill lines and the in-process oracle (harness.sim.oracle) read.
+    prefill_hit_tokens: int = 0
+    computed_prompt_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(f.prompt_tokens for f in self.finished.values())
+
+    @property
+    def generation_tokens(self) -> int:
+        return sum(f.generation_tokens for f in self.finished.values())
+
+    @property
+    def requests(self) -> int:
+        return sum(f.requests for f in self.finished.values())
+
+    def note_finished(self, r: SimRequest) -> None:
+        """0.5.23 observe_one_finished_request: the request's prompt (its original input, not what
+        a retraction made it prefill again), its output, its verify steps and its first prefill's
+        cache hits by source."""
+        series = self.finished.setdefault("true" if r.stream else "false", Finished())
+        series.prompt_tokens += r.prompt_tokens
+        series.generation_tokens += r.generated
+        series.requests += 1
+        self.verify_calls += r.verify_ct
+        self.cached_device_tokens += r.cached_device
+        self.cached_host_tokens += r.cached_host
 
     def note_retract(self, retracted: list[SimRequest]) -> None:
         """0.5.23 scheduler.py update_running_batch: increment_retracted_reqs."""
@@ -114,14 +161,17 @@ class Counters:
     last_accept_rate: float | None = None
 
     def note_prefill(self, admitted: list[Any], totals: Totals) -> None:
-        """0.5.23 report_prefill_stats: the batch's hit rate, hits over hits + computed input
-        (and the `cached_tokens_total` counters by source)."""
+        """0.5.23 report_prefill_stats: the batch's hit rate, hits over hits + computed input.
+        A request's first prefill sets its hits by tier, which its counters report when it
+        finishes (0.5.23 schedule_batch.py: only once, `if not req.retracted_stain`)."""
         hits = sum(a.device_hit + a.host_hit for a in admitted)
         computed = sum(a.extend for a in admitted)
         self.cache_hit_rate = hits / (hits + computed) if hits + computed else 0.0
-        totals.cached_device_tokens += sum(a.device_hit for a in admitted)
-        totals.cached_host_tokens += sum(a.host_hit for a in admitted)
+        totals.prefill_hit_tokens += hits
         totals.computed_prompt_tokens += computed
+        for a in admitted:
+            if not a.request.retractions:
+                a.request.cached_device, a.request.cached_host = a.device_hit, a.host_hit
 
     def note_retract(self, retracted: list[SimRequest]) -> None:
         self.num_retracted_reqs += len(retracted)

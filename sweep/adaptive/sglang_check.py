@@ -16,7 +16,9 @@ from sweep.paths import COMPAT_STUBS, ROOT
 
 def compat_python() -> str | None:
     """SGLang's environment as `make compat` builds it (.venv-compat in the checkout, or in the
-    main checkout of a git worktree)."""
+    main checkout of a git worktree), once its build finished: `make compat-env` writes
+    `.venv-compat/.installed` last, so an environment still (or half) built is not taken for one
+    that has SGLang."""
     roots = [ROOT]
     try:
         common = subprocess.run(
@@ -28,7 +30,7 @@ def compat_python() -> str | None:
         pass
     for root in roots:
         python = root / ".venv-compat" / "bin" / "python"
-        if python.is_file():
+        if python.is_file() and (root / ".venv-compat" / ".installed").is_file():
             return str(python)
     return None
 

@@ -2,6 +2,7 @@
 
 schema         the dataclasses the YAML groups extend (a typo fails at composition)
 specs          DictConfig -> frozen specs (engine, server, benchmark, trial), validated once
+fraction       the --mem-fraction-static a launch runs at when its config leaves it unset
 workload       the workload and the sampling the measured requests carry, as the config chooses
 drafter_check  the drafter gate as the config sets it: its verdict cache, check_drafter
 setup_key      what a measurement depends on besides the searched values, hashed

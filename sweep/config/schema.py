@@ -24,6 +24,9 @@ class EngineConfig:
     sglang_version: Optional[str] = None  # flag surface (sglang.surfaces.VERSIONS); None: detect
     clock_scale: float = 1.0  # simulated seconds per wall second (sim only)
     ready_timeout_s: float = 1800.0  # wall seconds until the server must be ready
+    # Wall seconds a start-up may print nothing before it counts as stalled (outcome timeout,
+    # "stalled at <phase>"); JIT and autotune steps are silent for minutes. null: off.
+    stall_timeout_s: Optional[float] = 600.0
     stop_grace_s: float = 30.0
     gpu_release_timeout_s: float = 60.0  # after a stop, until its processes hold no GPU memory
     extra_args: List[str] = field(default_factory=list)

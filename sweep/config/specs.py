@@ -87,6 +87,7 @@ def build_engine_spec(cfg: DictConfig) -> EngineSpec:
         program=tuple(engine.program),
         sglang_version=version,
         ready_timeout_s=engine.ready_timeout_s,
+        stall_timeout_s=engine.stall_timeout_s,
         stop_grace_s=engine.stop_grace_s,
         gpu_release_timeout_s=engine.gpu_release_timeout_s,
         extra_args=tuple(extra),

@@ -17,6 +17,7 @@ from harness.server.command import build_server_command
 from harness.trial import run_trial
 from harness.workload import record as workload_record
 from sweep.config.drafter_check import check_drafter
+from sweep.config.fraction import baseline_mem_fraction
 from sweep.config.schema import register
 from sweep.config.specs import build_trial_spec
 from sweep.paths import CONF
@@ -60,13 +61,22 @@ def run_job(
     workload_record.write(
         folder, b.workload, b.prompts, b.categories, {**sampling, "source": b.sampling_source}
     )
-    return run_trial(spec, folder, reporter)
+    result = run_trial(spec, folder, reporter)
+    provenance.add_startup(folder, result.startup_phases, result.startup_marks)
+    return result
 
 
 def _single(cfg: DictConfig) -> TrialResult:
     """`python sweep.py` without -m: one trial with the config as composed, tracked standalone."""
     from sweep.tracking.runs import Tracker, resolve_sqlite_uri
 
+    fraction = baseline_mem_fraction(cfg.search, cfg.server)
+    if fraction is not None:  # never SGLang's own default (sweep.config.fraction says why)
+        cfg.server.mem_fraction_static = fraction
+        console.print(
+            f"server.mem_fraction_static unset: this run uses {fraction} "
+            "(search.reference, else the searched range's; set it to choose)"
+        )
     result = run_job(cfg)
     tracker = Tracker(
         resolve_sqlite_uri(cfg.tracking.mlflow_uri),

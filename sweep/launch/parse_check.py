@@ -22,6 +22,7 @@ from harness.server.flags import (
     version_problems,
 )
 from harness.sim.cli import build_parser
+from harness.sim.unmodelled import not_modelled
 from sweep.config.schema import ModelConfig, ServerConfig
 
 _GROUP_FIELDS = (
@@ -67,15 +68,26 @@ def sim_parser_problems(flags: list[str], surface: str) -> list[str]:
     return []
 
 
+def sim_unmodelled(flags: list[str], surface: str) -> str | None:
+    """What the simulator refuses at start-up because it does not model it (a page size above
+    1: `harness.sim.unmodelled`), for flags its parser accepts; None when it runs them."""
+    ns = build_parser(surface).parse_args([*flags, "--sim-sglang-version", surface])
+    return not_modelled(vars(ns))
+
+
 def check_launch_flags(specs: list[TrialSpec]) -> None:
     """Parse the launches a sweep will make with the parser that will run them, before any does:
     the simulator's for engine=sim, SGLang's own when the engine's Python has SGLang."""
     problems: list[str] = []
+    unmodelled: list[str] = []
     for spec in specs:
         flags = [*server_flags(spec.server, spec.engine.sglang_version), *spec.engine.extra_args]
         problems += version_problems(flags, spec.engine.sglang_version)
         if spec.engine.simulated:
-            problems += sim_parser_problems(flags, spec.engine.sglang_version)
+            refused = sim_parser_problems(flags, spec.engine.sglang_version)
+            problems += refused
+            if not refused and (why := sim_unmodelled(flags, spec.engine.sglang_version)):
+                unmodelled.append(why)
             continue
         python = engine_python(engine_program(spec.engine.program))
         try:
@@ -90,6 +102,11 @@ def check_launch_flags(specs: list[TrialSpec]) -> None:
         for result in [] if missing else parse_with_sglang(python, [flags]):
             if result["error"]:
                 problems.append(result["error"])
+    if unmodelled and not problems:
+        raise ConfigError(
+            "The simulator (engine=sim) does not model this launch, which SGLang would run: "
+            + " | ".join(dict.fromkeys(unmodelled))
+        )
     if problems:
         keys = _keys_named(problems)
         raise ConfigError(

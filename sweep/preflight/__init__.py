@@ -7,6 +7,7 @@ simulator it all takes a couple of seconds.
 __init__  run and main: every check in order (this file)
 __main__  `python -m sweep.preflight`
 check     one check's verdict, and how the console shows a list of them
+fraction  whether every launch names its memory fraction, and what SGLang picks if not
 machine   the engine, the GPUs, host memory and disk, the checkpoints
 stores    the server port, the results folder, MLflow and the Optuna study
 """
@@ -18,6 +19,7 @@ import sys
 from omegaconf import DictConfig
 
 from sweep.preflight.check import Check, render
+from sweep.preflight.fraction import check_fraction
 from sweep.preflight.machine import check_engine, check_gpus, check_host, check_paths
 from sweep.preflight.stores import check_network, check_tracking
 from sweep.study.space import SearchSpace
@@ -30,6 +32,7 @@ def run(cfg: DictConfig) -> list[Check]:
     return [
         check_engine(cfg),
         *check_gpus(cfg, space),
+        check_fraction(cfg, space),
         *check_host(cfg, space),
         *check_paths(cfg, space),
         check_network(cfg),

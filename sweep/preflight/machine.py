@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import resource
 import shutil
@@ -21,8 +23,15 @@ from harness.server.flags import (
     surface_of,
 )
 from harness.server.gpu import gpu_inventory, gpu_processes
-from harness.sglang.surfaces import CURRENT, LEGACY
+from harness.sglang.surfaces import (
+    ASSUMED_FOR_UNREAD,
+    CURRENT,
+    LEGACY,
+    RELEASES_READ,
+    release_read,
+)
 from sweep.launch.app import CONF_DIR
+from sweep.launch.parse_check import sim_unmodelled
 from sweep.preflight.check import Check
 from sweep.study.space import SearchSpace
 
@@ -69,9 +78,30 @@ def _wrapper_check(program: tuple[str, ...], wanted: str | None) -> Check:
     )
 
 
+def _sim_unmodelled(cfg: DictConfig) -> str | None:
+    """A flag in the extra args the simulator refuses as not modelled (a page size above 1)."""
+    extra = [str(a) for a in (*cfg.server.get("extra_args", []), *cfg.engine.get("extra_args", []))]
+    if not extra:
+        return None
+    version = cfg.engine.sglang_version or CURRENT
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return sim_unmodelled(["--model-path", "m", *extra], version)
+    except SystemExit:  # a flag the simulator's parser refuses: the sweep's launch check says it
+        return None
+
+
 def check_engine(cfg: DictConfig) -> Check:
     wanted = cfg.engine.sglang_version
     if cfg.engine.name == "sim":
+        if (why := _sim_unmodelled(cfg)) is not None:
+            return Check(
+                "engine",
+                "fail",
+                why,
+                "remove that flag from server.extra_args / engine.extra_args, or run on "
+                "engine=sglang",
+            )
         return Check("engine", "pass", f"simulator (harness.sim), SGLang {wanted} surface")
     program = engine_program(tuple(cfg.engine.program))
     probe = tuple(cfg.engine.get("probe") or ())
@@ -119,10 +149,26 @@ def check_engine(cfg: DictConfig) -> Check:
             f"set engine.sglang_version={speaks}"
             + ("" if probe else " (or leave it unset to detect it)"),
         )
+    found = f"SGLang {version}, {speaks} flag set ({how})" + (f", via {where}" if probe else "")
+    if not release_read(version):
+        return unread_release_check(found, version)
+    return Check("engine", "pass", found)
+
+
+def unread_release_check(found: str, version: str) -> Check:
+    """A version outside RELEASES_READ: its flags are its parser's, but the rest was read in other
+    releases' source, so say what is assumed (the first ready server is then checked against what
+    the harness parses, and provenance records verified: false)."""
+    read = ", ".join(RELEASES_READ)
     return Check(
         "engine",
-        "pass",
-        f"SGLang {version}, {speaks} flag set ({how})" + (f", via {where}" if probe else ""),
+        "warn",
+        f"{found}; {version} is not a release specsweep has read ({read}), so it assumes "
+        f"{CURRENT}'s " + "; ".join(ASSUMED_FOR_UNREAD) + ". The first ready server is "
+        "checked against what the harness parses (result.json surface_mismatches) and "
+        "provenance records verified: false",
+        f"install a release read: pip install -e '.[sglang]' (sglang {CURRENT}), or keep "
+        f"{version} and read the first trial's surface_mismatches",
     )
 
 

@@ -5,6 +5,8 @@ outcome and a speed are shown."""
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +14,7 @@ from rich.table import Table
 
 from harness.record import labels
 from harness.record.results import Outcome, RequestRecord, RunSummary, TrialResult
+from harness.server.startup import LAUNCHING, READY, StartupTracker
 from harness.spec import TrialSpec
 from sweep.readout.memory_lines import memory_line
 from sweep.readout.ranking import SINGLE_STREAM, Ranking
@@ -56,12 +59,36 @@ def fmt_tok_s(result: TrialResult, ranking: Ranking = SINGLE_STREAM) -> str:
     return f"{tok_s:.1f} ± {ci:.1f}" if ci is not None and math.isfinite(ci) else f"{tok_s:.1f}"
 
 
+Start = tuple[list[dict[str, Any]], float | None]  # a start's marks and its ready wall seconds
+
+
+def expected_startup(starts: Iterable[Start]) -> dict[str, float]:
+    """When each start-up phase usually begins, and (READY) when the server is usually ready:
+    the median over earlier starts that got ready, each a (startup_marks, startup_wall_s) pair
+    (wall seconds from launch, as `TrialResult` records them)."""
+    begins: dict[str, list[float]] = {}
+    for marks, ready_s in starts:
+        if ready_s is None:
+            continue
+        for mark in marks:
+            if mark.get("phase") != READY:
+                begins.setdefault(str(mark.get("phase")), []).append(float(mark["at_s"]))
+        begins.setdefault(READY, []).append(float(ready_s))
+    return {phase: statistics.median(values) for phase, values in begins.items()}
+
+
 class ConsoleReporter:
     """Per-trial progress lines; also the Reporter that `harness.trial.run_trial` calls."""
 
     def __init__(
-        self, simulated: bool, prefix: str | None = None, ranking: Ranking = SINGLE_STREAM
+        self,
+        simulated: bool,
+        prefix: str | None = None,
+        ranking: Ranking = SINGLE_STREAM,
+        expected_startup: dict[str, float] | None = None,  # phase -> usual begin (wall s)
     ):
+        self.expected_startup = expected_startup or {}
+        self._shown = 0  # start-up marks printed
         self.clock_label = "simulated s" if simulated else "s"
         self.ranking = ranking  # what the trial line leads with (the study's objective)
         # Trials side by side (GPU slots) interleave their lines: each line names its trial.
@@ -79,6 +106,30 @@ class ConsoleReporter:
         console.print(
             f"{self.indent}starting {spec.engine.name} server on {on}port {spec.server.port} ..."
         )
+
+    def server_phase(self, startup: StartupTracker) -> None:
+        """A line per start-up phase (every phase begun since the last call, so none is missed
+        between two polls), with the wall time since launch it began at and, from the study's
+        earlier starts, when it usually began and when the server was usually ready; on a
+        terminal the phase's progress (weights %, graph batch sizes) redraws in place below."""
+        marks = startup.marks[self._shown :]
+        self._shown = len(startup.marks)
+        ready = self.expected_startup.get(READY)
+        for mark in marks:
+            if mark.phase in (LAUNCHING, READY):
+                continue  # "starting ..." and "ready in ..." say those
+            usual = self.expected_startup.get(mark.phase)
+            expected = [f"usually {fmt_duration(usual)}"] if usual is not None else []
+            if ready is not None:
+                expected.append(f"ready ~{fmt_duration(ready)}")
+            note = f" ({'; '.join(expected)})" if expected else ""
+            console.print(
+                f"{self.indent}start-up: {mark.phase}  [dim]at {fmt_duration(mark.at_s)} wall"
+                f"{note}[/dim]"
+            )
+        if not marks and console.is_terminal and not self.parallel and startup.progress:
+            elapsed = fmt_duration(startup.elapsed_s())
+            console.print(f"    start-up: {startup.describe()}  {elapsed}", end="\r")
 
     def server_ready(self, startup_s: float, effective: dict[str, Any]) -> None:
         on = effective.get(labels.STEPS)

@@ -29,6 +29,7 @@ from harness.server.command import build_server_command
 from harness.trial import run_trial
 from sweep.config.schema import SpecsweepConfig, register
 from sweep.config.specs import build_trial_spec
+from sweep.launch.memory_default import left_to_sglang
 from sweep.readout.console import ConsoleReporter, console
 from sweep.reproduce.export import Deployment, best_by_objective, launch_script, systemd_unit
 from sweep.study import levels
@@ -144,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     except SpecsweepError as exc:
         console.print(f"[red]error:[/red] the recorded config no longer validates: {exc}")
         return 2
+    if told := left_to_sglang(spec, cfg.hardware.get("sim_profile"), cfg.model.get("sim_profile")):
+        console.print(  # a run recorded without one: its launch and export would be SGLang's
+            f"[yellow]warning:[/yellow] {told.warning()}; the exported launch leaves it unset "
+            "too (add --mem-fraction-static to launch_server.sh)"
+        )
     command = build_server_command(spec.server, spec.engine)
     p = run.data.params
     config_text = labels.config_text(

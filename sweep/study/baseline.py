@@ -5,6 +5,13 @@ the fixed server knobs), not on the searched values, so a study stores one per s
 attrs and every later sweep or worker reuses it. Workers starting together claim it (`Claims`):
 one measures, the others wait for its result. At the end it is measured again, so a machine that
 drifted during the sweep is reported rather than folded into the speedups.
+
+With equal caps (search.baseline_equal_caps, the default) the baseline runs speculation's 48
+running requests, which no deployment without speculation does. When a level of
+benchmark.concurrency is above that cap (and max_running_requests is not set), a second
+baseline is measured once per setup at SGLang's own limit (`Baseline(session, uncapped=True)`,
+`needs_uncapped`): the per-level answers above the cap compare against it (sweep.study.levels).
+No level above the cap: nothing more is measured.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from pathlib import Path
 from harness.record.layout import stamp
 from harness.record.results import Outcome, TrialResult
 from harness.record.stats import objective_runs
+from harness.sglang.speculative import SPEC_MAX_RUNNING_REQUESTS
+from sweep.config.fraction import baseline_mem_fraction
 from sweep.readout.console import console
 from sweep.study.session import CLAIM_POLL_S, StudySession
 
@@ -25,16 +34,38 @@ def _override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def baseline_overrides(arguments: Sequence[str], name: str) -> list[str]:
-    """The user's overrides without speculation: the drafter and its knobs go, drafter=none."""
+def baseline_overrides(
+    arguments: Sequence[str], name: str, mem_fraction: float | None = None
+) -> list[str]:
+    """The user's overrides without speculation: the drafter and its knobs go, drafter=none;
+    `mem_fraction` (baseline_mem_fraction) sets server.mem_fraction_static unless the user did."""
     kept = [a for a in arguments if not _override_key(a).startswith(_BASELINE_KEYS)]
-    return [*kept, "drafter=none", f"trial.name={name}", "trial.role=baseline"]
+    out = [*kept, "drafter=none", f"trial.name={name}", "trial.role=baseline"]
+    given = any(_override_key(a) == "server.mem_fraction_static" for a in kept)
+    if mem_fraction is not None and not given:
+        out.append(f"server.mem_fraction_static={mem_fraction}")
+    return out
+
+
+def needs_uncapped(cfg) -> bool:
+    """Whether the study measures the baseline at SGLang's own running-request limit as well:
+    the study's baseline has the equal cap, nobody set max_running_requests, and some level is
+    above the cap (below it the cap never binds: both baselines are one server)."""
+    search = cfg.search
+    return bool(
+        search.baseline
+        and search.get("baseline_equal_caps", True)
+        and cfg.server.max_running_requests is None
+        and max(cfg.benchmark.concurrency, default=1) > SPEC_MAX_RUNNING_REQUESTS
+    )
 
 
 class Baseline:
-    def __init__(self, session: StudySession):
+    def __init__(self, session: StudySession, *, uncapped: bool = False):
         self.session = session
-        self.attr = f"baseline.{session.plan.setup_key}"
+        self.uncapped = uncapped  # at SGLang's own running-request limit (no equal cap)
+        suffix = ".uncapped" if uncapped else ""
+        self.attr = f"baseline.{session.plan.setup_key}{suffix}"
         self.result: TrialResult | None = None
         self.recheck_result: TrialResult | None = None
 
@@ -105,8 +136,15 @@ class Baseline:
         if reused is not None:
             return reused
         session = self.session
-        session.header("baseline", "", "speculation off")
-        result = self._run(f"baseline_{session.plan.setup_key}")
+        if self.uncapped:
+            session.header("baseline", "", "speculation off, SGLang's own running-request limit")
+        else:
+            session.header("baseline", "", "speculation off")
+        suffix = "_uncapped" if self.uncapped else ""
+        result = self._run(f"baseline_{session.plan.setup_key}{suffix}")
+        if result.outcome is not Outcome.OK and self.uncapped:
+            console.print("[red]the uncapped baseline failed: levels compare at equal caps.[/red]")
+            return result
         if result.outcome is not Outcome.OK:
             console.print("[red]the baseline failed: trials run on, without speedups.[/red]")
             if session.plan.objective.name == "speedup":
@@ -120,7 +158,12 @@ class Baseline:
 
     def _run(self, name: str) -> TrialResult:
         session = self.session
-        result = session.launch(baseline_overrides(session.plan.arguments, name), name)
+        fraction = baseline_mem_fraction(session.cfg.search, session.cfg.server)
+        overrides = baseline_overrides(session.plan.arguments, name, fraction)
+        if self.uncapped:  # the user's own value of the key goes: one value per key for Hydra
+            key = "search.baseline_equal_caps"
+            overrides = [o for o in overrides if _override_key(o) != key] + [f"{key}=false"]
+        result = session.launch(overrides, name)
         session.log(result, baseline_tok_s=None)
         session.reporter(name).trial_done(result, None)
         return result

@@ -11,7 +11,8 @@ again (`known_crash`, `sweep.study.driver`).
 The signature is the outcome plus the first line of the log that says why: the exception line of
 a traceback (`ValueError: ...`), else the first fatal line (`harness.server.logs`), else the
 harness's own message; with timestamps, pids, addresses and numbers taken out, so two runs of the
-same failure compare equal.
+same failure compare equal. A stalled start-up (`harness.server.process`) is its phase alone: how
+far its bar got and how long it had run differ between two runs of the same hang.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from harness.server.logs import is_fatal_line
 FAILED = (Outcome.CRASH, Outcome.TIMEOUT)  # failures that may be deterministic
 REPEATS = 2  # the same failure this many times: not launched again
 MAX_CHARS = 300
+# "stalled at loading weights 39% (25/64 shards): no output for 600 s ...": the phase alone.
+_STALLED = re.compile(r"^stalled at (?P<phase>.+?)(?: \d+% \([^)]*\))?: no output for ")
 
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b(?::.*)?$")
 _TIMESTAMP = re.compile(r"^\[[^\]]*\]\s*")
@@ -56,7 +59,10 @@ def cause_line(log_excerpt: str | None, error: str | None) -> str:
     for line in stripped:
         if is_fatal_line(line):
             return line
-    return (error or "").splitlines()[0] if error else ""
+    first = (error or "").splitlines()[0] if error else ""
+    if stalled := _STALLED.match(first):
+        return f"stalled at {stalled['phase']}"
+    return first
 
 
 def failure_signature(result: TrialResult) -> str | None:

@@ -118,6 +118,9 @@ class SearchDriver:
             attrs["candidate_key"] = candidate.key
         if result.oom_kind:
             attrs["oom_kind"] = result.oom_kind
+        if result.outcome is Outcome.OK and result.startup_marks:  # what later starts expect
+            attrs["startup_marks"] = result.startup_marks
+            attrs["startup_wall_s"] = result.startup_wall_s
         if result.related:
             attrs["related"] = result.related
         failure = crashes.failure_signature(result)

@@ -9,6 +9,15 @@ speedup interval (run r of both sent the same prompts, harness.record.stats.pair
 or, without pairs, its lower bound above the baseline's upper bound. Otherwise the answer at C is
 "speculation off": no configuration beat the baseline's interval there.
 
+Above SGLang's running-request cap with speculation (48, harness.sglang.speculative) the study's
+baseline runs that cap too by default (search.baseline_equal_caps), which no deployment without
+speculation does: SGLang sizes its limit from the KV pool. So where a study also measured the
+baseline at SGLang's own limit (`uncapped`: sweep.study.baseline, only when a level is above
+the cap), a level above the equal cap is answered against it, the deployment's question ("is
+speculation worth turning on here?"), and the equal-cap comparison (the same queueing on both
+sides: "is a verify step faster than a decode step at the same batch?") stands beside it
+(`LevelRow.equal_caps`). At levels within the cap both are the same server and one is shown.
+
 `per_level(...)` gives the rows; `as_dict` is what the summary JSON, MLflow's parent run
 (levels.json + one metric per level) and the report's speedup-vs-concurrency figure read.
 """
@@ -53,6 +62,23 @@ class LevelRow:
     reason: str
     excluded: list[str] = field(default_factory=list)  # over a latency limit at this level
     baseline_violates: list[str] = field(default_factory=list)
+    # Which baseline `baseline` and the speedups are against: "equal_caps" (the study's, with the
+    # trials' max_running_requests) or "uncapped" (SGLang's own limit, what a deployment runs).
+    baseline_kind: str = "equal_caps"
+    equal_caps: EqualCaps | None = None  # beside an uncapped answer: the equal-cap comparison
+
+
+@dataclass
+class EqualCaps:
+    """The equal-cap comparison at a level answered against the uncapped baseline."""
+
+    cap: int | None
+    baseline: float | None
+    baseline_ci95: float | None
+    speedup: float | None
+    low: float | None
+    high: float | None
+    recommend: str
 
 
 def level_metric(objective: Objective | None, concurrency: int) -> str:
@@ -91,6 +117,41 @@ def levels_of(results: list[TrialResult], baseline: TrialResult | None) -> list[
 
 
 def per_level(
+    results: list[TrialResult],
+    baseline: TrialResult | None,
+    objective: Objective | None,
+    uncapped: TrialResult | None = None,
+    cap: int | None = None,
+) -> list[LevelRow]:
+    """One row per level against `baseline`; with `uncapped` (the baseline at SGLang's own
+    running-request limit) and the equal `cap`, a level above the cap is answered against
+    `uncapped`, the equal-cap comparison beside it."""
+    rows = _rows(results, baseline, objective)
+    if uncapped is None or uncapped.outcome is not Outcome.OK or cap is None:
+        return rows
+    deployed = {r.concurrency: r for r in _rows(results, uncapped, objective)}
+    out = []
+    for row in rows:
+        other = deployed.get(row.concurrency)
+        if row.concurrency <= cap or other is None or other.baseline is None:
+            out.append(row)
+            continue
+        other.baseline_kind = "uncapped"
+        best = row.best
+        other.equal_caps = EqualCaps(
+            cap=cap,
+            baseline=row.baseline,
+            baseline_ci95=row.baseline_ci95,
+            speedup=best.speedup if best else None,
+            low=best.low if best else None,
+            high=best.high if best else None,
+            recommend=row.recommend,
+        )
+        out.append(other)
+    return out
+
+
+def _rows(
     results: list[TrialResult], baseline: TrialResult | None, objective: Objective | None
 ) -> list[LevelRow]:
     measured = [r for r in results if r.outcome is Outcome.OK and r.role != "baseline"]
@@ -177,6 +238,8 @@ def metrics(rows: list[LevelRow]) -> dict[str, float]:
         if row.best.low is not None and row.best.high is not None:
             out[f"best_speedup_c{c}_ci95_low"] = row.best.low
             out[f"best_speedup_c{c}_ci95_high"] = row.best.high
+        if row.equal_caps is not None and row.equal_caps.speedup is not None:
+            out[f"best_speedup_equal_caps_c{c}"] = row.equal_caps.speedup
     return out
 
 
@@ -205,7 +268,20 @@ def table(
     notes = ["tok/s: per-user decode at 1, " + ("per-user" if metric == {"decode_tok_s"} else
              "output (the server's)") + " above; speedup: paired 95% interval"]  # fmt: skip
     notes += [f"limits: {slo}"] if slo else []
-    above = [r.concurrency for r in rows if equal_cap and r.concurrency > equal_cap]
+    above = [
+        r.concurrency
+        for r in rows
+        if equal_cap and r.concurrency > equal_cap and r.baseline_kind == "equal_caps"
+    ]
+    uncapped = [r for r in rows if r.baseline_kind == "uncapped"]
+    if uncapped:
+        where = ", ".join(str(r.concurrency) for r in uncapped)
+        cap = uncapped[0].equal_caps.cap if uncapped[0].equal_caps else None
+        notes.append(
+            f"at {where}: against the baseline at SGLang's own running-request limit (what a "
+            f"deployment without speculation runs); 'equal caps': against the baseline capped "
+            f"at {cap} like the speculative server (the same queueing on both sides)"
+        )
     if above:
         notes.append(
             f"at {', '.join(map(str, above))}: both servers ran {equal_cap} and queued the rest "
@@ -222,18 +298,31 @@ def table(
     t.caption_justify = "left"
     best_column = "best (steps/topk/draft)"
     columns = ("C", "baseline", best_column, "tok/s ±95%", "speedup [95%]", "deploy")
+    if uncapped:
+        columns = (*columns, "equal caps")
     for column in columns:
         left = column in (best_column, "deploy")
         t.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=2)
     for row in rows:
         best = row.best
         off = row.recommend == OFF
-        t.add_row(
+        cells = [
             str(row.concurrency),
             fmt_value(row.baseline, row.baseline_ci95),
             f"{best.trial} {best.short}" if best else "-",
             fmt_value(best.value, best.ci95) if best else "-",
             fmt_speedup(best),
             f"[yellow]{OFF}[/yellow]" if off else f"[green]{row.recommend}[/green]",
-        )
+        ]
+        if uncapped:
+            cells.append(fmt_equal_caps(row.equal_caps))
+        t.add_row(*cells)
     return t
+
+
+def fmt_equal_caps(equal: EqualCaps | None) -> str:
+    """'1.12× [1.05, 1.19] vs 1450' beside an uncapped answer; '-' where the two are one."""
+    if equal is None or equal.speedup is None:
+        return "-"
+    interval = f" [{equal.low:.2f}, {equal.high:.2f}]" if equal.low is not None else ""
+    return f"{equal.speedup:.2f}×{interval} vs {fmt_value(equal.baseline, None)}"

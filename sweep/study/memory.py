@@ -36,10 +36,11 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.labels import DRAFT, STEPS, TOPK
+from sweep.config.fraction import FRACTION
 from sweep.study.candidates import Candidate
 from sweep.study.feasibility import STARTED, Feasibility, group_of
 
-FRACTION, HICACHE = "mem_fraction_static", "hicache_size"
+HICACHE = "hicache_size"
 MODES = ("auto", "pin", "ceiling", "sample")
 _LEVEL = re.compile(r"_c(\d+)$")
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)

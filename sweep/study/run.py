@@ -29,7 +29,7 @@ from sweep.launch.workers import shares_node
 from sweep.readout.banner import runs_line, software_notice, workload_line
 from sweep.readout.console import console
 from sweep.study import opening
-from sweep.study.baseline import Baseline
+from sweep.study.baseline import Baseline, needs_uncapped
 from sweep.study.driver import SearchDriver
 from sweep.study.plan import SweepPlan
 from sweep.study.priors import first_trials
@@ -102,10 +102,13 @@ class StudyRun:
             pool=self.pool,
         )
         baseline = Baseline(session)
+        uncapped = Baseline(session, uncapped=True) if needs_uncapped(cfg) else None
         trials = TrialLoop(session, baseline)
         status = "FAILED"
         try:
             baseline.measure_or_reuse()
+            if uncapped is not None:  # a level above the equal cap: what a deployment runs
+                uncapped.measure_or_reuse()
             trials.run()
             baseline.recheck()
             adaptive_config.after_sweep(
@@ -129,6 +132,7 @@ class StudyRun:
                 results=list(session.results),
                 baseline=baseline.result,
                 recheck=baseline.recheck_result,
+                uncapped=uncapped.result if uncapped is not None else None,
                 total_s=time.monotonic() - self.started,
                 trials_wall_s=trials.wall_s,
                 slots=self.plan.slots,
@@ -156,8 +160,11 @@ class StudyRun:
         )
         spec = build_benchmark_spec(cfg)
         prompts = load_prompts(spec.prompts, spec.seed, spec.categories)
+        base = " + baseline" if cfg.search.baseline else ""
+        if needs_uncapped(cfg):
+            base = " + baseline at equal caps and at SGLang's own running-request limit"
         console.print(
-            f"{self._trials_line()}{' + baseline' if cfg.search.baseline else ''}; "
+            f"{self._trials_line()}{base}; "
             f"{runs_line(spec)}" + (f"; the study already has {done} trials" if done else ""),
             soft_wrap=True,
         )

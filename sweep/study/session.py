@@ -9,10 +9,10 @@ from pathlib import Path
 import optuna
 from omegaconf import DictConfig
 
-from harness.record.results import TrialResult
+from harness.record.results import Outcome, TrialResult
 from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
-from sweep.readout.console import ConsoleReporter
+from sweep.readout.console import ConsoleReporter, expected_startup
 from sweep.readout.ranking import for_objective
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
@@ -37,6 +37,8 @@ class StudySession:
     stopping: threading.Event = field(default_factory=threading.Event)  # Ctrl-C / SIGTERM
     results: list[TrialResult] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)  # results across slot threads
+    # This sweep's baseline start-ups (marks, ready wall s): no Optuna trial holds them.
+    baseline_starts: list[tuple[list, float | None]] = field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -49,13 +51,34 @@ class StudySession:
     def reporter(self, name: str) -> ConsoleReporter:
         """Trials side by side interleave their lines: then each line names its trial."""
         prefix = name if self.pool is not None else None
-        return ConsoleReporter(self.simulated, prefix, ranking=for_objective(self.plan.objective))
+        ranking = for_objective(self.plan.objective)
+        return ConsoleReporter(self.simulated, prefix, ranking, self.expected_startup())
+
+    def expected_startup(self) -> dict[str, float]:
+        """When each start-up phase usually begins: from the study's earlier starts that got
+        ready (every sweep and worker of it, through the trials' user attributes) and this
+        sweep's baseline."""
+        starts = [
+            (t.user_attrs.get("startup_marks") or [], t.user_attrs.get("startup_wall_s"))
+            for t in self.study.get_trials(deepcopy=False)
+            if t.user_attrs.get("outcome") == str(Outcome.OK)
+        ]
+        with self.lock:
+            starts += self.baseline_starts
+        return expected_startup(starts)
 
     def header(self, label: str, name: str, description: str, eta_s: float | None = None):
         ConsoleReporter(self.simulated).trial_header(label, name, description, eta_s)
 
     def launch(self, overrides: list[str], name: str) -> TrialResult:
         """One job, here or in a GPU slot (its GPUs, port and pid file) beside other trials."""
+        result = self._launch(overrides, name)
+        if result.role == "baseline" and result.outcome is Outcome.OK and result.startup_marks:
+            with self.lock:
+                self.baseline_starts.append((result.startup_marks, result.startup_wall_s))
+        return result
+
+    def _launch(self, overrides: list[str], name: str) -> TrialResult:
         if self.pool is None:
             return self.jobs.run(overrides, self.reporter(name))
         with self.pool.slot() as slot:

@@ -22,7 +22,7 @@ from sweep.readout.ranking import for_objective
 from sweep.readout.verdict import best_of, summary_lines, wall_time_line
 from sweep.study import levels
 from sweep.study.artifacts import sweep_artifacts
-from sweep.study.caps import caps, caps_line
+from sweep.study.caps import cap_of, caps, caps_line
 from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
@@ -40,6 +40,9 @@ class SweepOutcome:
     total_s: float  # the whole sweep's wall time
     trials_wall_s: float | None
     slots: int
+    # The baseline at SGLang's own running-request limit, measured only when a level is above
+    # the equal cap (sweep.study.baseline.needs_uncapped); the levels above it compare with it.
+    uncapped: TrialResult | None = None
 
 
 def pareto_lines(study: optuna.Study, objective: Objective) -> str:
@@ -103,6 +106,7 @@ def write_summary(
         "objective": cfg.search.objective,
         "baseline": done.baseline.to_dict() if done.baseline else None,
         "baseline_recheck": done.recheck.to_dict() if done.recheck else None,
+        "baseline_uncapped": done.uncapped.to_dict() if done.uncapped else None,
         # {"baseline", "trials", "equal"}: the servers' max_running_requests (sweep.study.caps)
         "max_running_requests": caps(done.results, done.baseline),
         "metrics": metrics,
@@ -170,7 +174,13 @@ def finish(
     request_caps = caps(done.results, done.baseline)
     table.caption = caps_line(request_caps)  # when the caps differ
     console.print(table)
-    rows = levels.per_level(done.results, done.baseline, objective)
+    rows = levels.per_level(
+        done.results,
+        done.baseline,
+        objective,
+        uncapped=done.uncapped,
+        cap=cap_of(done.baseline) if done.baseline is not None else None,
+    )
     if len(rows) > 1 or objective.slo:
         equal = request_caps["baseline"] if request_caps and request_caps["equal"] else None
         console.print(levels.table(rows, simulated, objective.slo_text(), equal))
@@ -186,7 +196,9 @@ def finish(
             f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "
             + ", ".join(sorted(over))
         )
-    everything = [r for r in (done.baseline, *done.results, done.recheck) if r is not None]
+    everything = [
+        r for r in (done.baseline, done.uncapped, *done.results, done.recheck) if r is not None
+    ]
     lines.append(wall_time_line(everything, done.total_s))
     if objective.multi:
         lines.append(pareto_lines(study, objective))

@@ -31,6 +31,13 @@ from harness.server.command import ServerCommand, engine_program
 from harness.server.flags import engine_python, installed_sglang_version
 from harness.server.gpu import gpu_inventory, gpu_versions
 from harness.server.redact import REDACTED, recorded_argv, redact_url_passwords, redacted_env
+from harness.sglang.surfaces import (
+    ASSUMED_FOR_UNREAD,
+    CURRENT,
+    RELEASES_READ,
+    release_read,
+    surface,
+)
 from harness.workload import source_bytes
 from sweep.config.workload import workload_choice
 from sweep.paths import ROOT
@@ -130,6 +137,23 @@ def software_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> str 
     return ", ".join(changed) or None
 
 
+def sglang_release(cfg: DictConfig, installed: str | None) -> dict[str, Any]:
+    """Which SGLang release the measurement speaks and whether specsweep read it
+    (`harness.sglang.surfaces.RELEASES_READ`): `verified: false` for a version outside them, with
+    what was assumed of it. The simulator reproduces a release read, so it is verified."""
+    if cfg.engine.name == "sim":
+        version = surface(cfg.engine.sglang_version or CURRENT).release
+    else:
+        version = installed
+    verified = release_read(version)
+    return {
+        "version": version,
+        "verified": verified,
+        "releases_read": list(RELEASES_READ),
+        "assumed": [] if verified else list(ASSUMED_FOR_UNREAD),
+    }
+
+
 def prompts_hash(source: str) -> str:
     return hashlib.sha256(source_bytes(source)).hexdigest()[:16]
 
@@ -181,7 +205,8 @@ def collect(cfg: DictConfig, command: ServerCommand, simulator: dict[str, Any] |
         "python": platform.python_version(),
         "cuda": _cuda(),
         "gpus": gpu_inventory(),
-        "software": software(cfg),
+        "software": (found := software(cfg)),
+        "sglang_release": sglang_release(cfg, found.get("sglang")),
         "engine": cfg.engine.name,
         "simulator": simulator,
         "host": socket.gethostname(),
@@ -209,6 +234,7 @@ def tags(provenance: dict[str, Any]) -> dict[str, str]:
         "specsweep.host": provenance["host"],
         "specsweep.config_hash": provenance["config_hash"],
         "specsweep.prompts_hash": provenance["prompts_hash"],
+        "specsweep.sglang_verified": (provenance.get("sglang_release") or {}).get("verified"),
     }
     for key, value in (provenance.get("software") or {}).items():
         values[f"specsweep.software.{key}"] = value
@@ -230,6 +256,20 @@ def write(cfg: DictConfig, command: ServerCommand, folder: Path) -> dict[str, An
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str) + "\n")
     return provenance
+
+
+def add_startup(folder: Path, phases: dict[str, float], marks: list[dict[str, Any]]) -> None:
+    """The launch's start-up beside what it ran on: the server's own durations by phase
+    (SGLang's startup_time, server clock) and the phases as the harness saw them begin (wall
+    seconds from launch; a stalled start's last phase is its last mark)."""
+    path = folder / "provenance.json"
+    if not path.is_file():
+        return
+    record = json.loads(path.read_text())
+    record["startup"] = {"phases": phases, "marks": marks}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    tmp.replace(path)
 
 
 def read_tags(folder: Path) -> dict[str, str]:

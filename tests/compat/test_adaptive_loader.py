@@ -15,7 +15,7 @@ from tests.adaptive_study import make_study
 
 PYTHON = compat_python()
 pytestmark = pytest.mark.skipif(
-    PYTHON is None, reason="no SGLang environment (.venv-compat): `make compat` builds it"
+    PYTHON is None, reason="no SGLang environment (.venv-compat): `make compat-env` builds it"
 )
 
 

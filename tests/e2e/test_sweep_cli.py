@@ -125,6 +125,16 @@ def test_trial_folders_describe_themselves(first_sweep):
     assert [json.loads(x)["phase"] for x in lines].count("measure") == 2
 
 
+def test_the_baseline_sets_its_memory(first_sweep):
+    # SGLang 0.5.23's own default on Kimi-K2.5 (multimodal, MLA) leaves no KV cache on this box
+    # (harness.sglang.memory): the baseline runs at the lower quarter of the searched range.
+    tmp, _, _ = first_sweep
+    folders = sorted((tmp / "kimi-k25-eagle3").glob("baseline_*"))
+    assert folders, sorted(p.name for p in (tmp / "kimi-k25-eagle3").iterdir())
+    for folder in folders:
+        assert "--mem-fraction-static 0.85" in (folder / "command.sh").read_text()
+
+
 def test_no_process_is_left_running(first_sweep):
     _, port, _ = first_sweep
     assert processes_mentioning(f"--port {port} ") == []
@@ -170,6 +180,10 @@ def test_single_run_without_multirun_measures_one_trial(tmp_path):
         multirun=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Never SGLang's own default (0.758 leaves Kimi-K2.5 no KV cache here): the run names one.
+    assert "server.mem_fraction_static unset: this run uses 0.85" in proc.stdout
+    command = (tmp_path / "kimi-k25-eagle3" / "single" / "command.sh").read_text()
+    assert "--mem-fraction-static 0.85" in command
     result = json.loads((tmp_path / "kimi-k25-eagle3" / "single" / "result.json").read_text())
     assert result["outcome"] == "ok" and result["effective"]["speculative_num_draft_tokens"] == 3
     assert processes_mentioning(f"--port {port} ") == []

@@ -39,9 +39,25 @@ def test_too_low_mem_fraction_is_not_enough_memory(tmp_path, port):
         pytest.raises(ServerOOM) as exc,
     ):
         srv.wait_ready()
+    # 0.5.23 (kv_cache_configurator.py): the weights (74,741 MiB) exceed 0.70 x 97,887 MiB
     assert (
-        "Not enough memory. Please try to increase --mem-fraction-static" in exc.value.log_excerpt
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+        "--mem-fraction-static=0.7. Raise --mem-fraction-static above 0.764"
+        in exc.value.log_excerpt
     )
+
+
+def test_without_the_flag_the_simulator_reports_sglangs_default(tmp_path, port):
+    # SGLang 0.5.23's default for Kimi-K2.5 with --max-running-requests 48: 0.842 x 0.9097
+    spec = kimi_server(port, mem_fraction_static=None, max_running_requests=48)
+    cmd = build_server_command(spec, sim_engine())
+    assert "--mem-fraction-static" not in cmd.argv
+    with Server(cmd, tmp_path / "server.log", ready_timeout_s=60) as srv:
+        srv.wait_ready()
+        info = srv.server_info()
+    assert round(info["mem_fraction_static"], 3) == 0.766
+    log = (tmp_path / "server.log").read_text()
+    assert "Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations" in log
 
 
 def test_bad_flag_is_a_crash_with_argparse_message(tmp_path, port):

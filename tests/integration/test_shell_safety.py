@@ -59,6 +59,8 @@ def spec_from_config(tmp_path, value: str, port: int):
     cfg.drafter.path = value
     cfg.search.study_name = value
     cfg.server.port = port
+    # the seeds' fraction: SGLang 0.5.23's own default leaves Kimi-K2.5 no KV cache on this box
+    cfg.server.mem_fraction_static = 0.85
     cfg.server.extra_args = ["--served-model-name", value]
     with open_dict(cfg):
         cfg.hardware.env["EVIL_ENV"] = value

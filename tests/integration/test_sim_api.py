@@ -115,6 +115,34 @@ def test_flush_keeps_prometheus_totals_and_exports_spec_gauges(server):
     assert "avg_spec_accept_length" not in server.server_info()["internal_states"][0]
 
 
+def test_counters_move_when_a_streamed_request_finishes_not_while_it_streams(server):
+    """0.5.23 observe_one_finished_request: the token counters hold a request once it finished,
+    in its is_streaming series, with the tokenizer's labels (no rank)."""
+    body = {"model": "m", "prompt": "Tell a long story.", "max_tokens": 8000, "stream": True}
+    with httpx.Client(base_url=server.command.base_url, timeout=60) as client:
+        before = prometheus_values(client.get("/metrics").text)
+        with client.stream("POST", "/v1/completions", json={**body, "ignore_eos": True}) as r:
+            lines = r.iter_lines()
+            data: list[str] = []
+            for line in lines:
+                data += [line] if line.startswith("data: ") else []
+                if len(data) == 20:
+                    break
+            during = prometheus_values(client.get("/metrics").text)
+            rest = [line for line in lines if line.startswith("data: ")]
+        text = client.get("/metrics").text
+    after = prometheus_values(text)
+    assert len(data) == 20 and rest[-1] == "data: [DONE]"
+    assert during["sglang:num_running_reqs"] == 1  # still running when `during` was read
+    for name in ("sglang:generation_tokens_total", "sglang:num_requests_total"):
+        assert during[name] == before[name], name  # 20 chunks out, nothing counted yet
+    gen, reqs = "sglang:generation_tokens_total", "sglang:num_requests_total"
+    assert (after[gen] - before[gen], after[reqs] - before[reqs]) == (8000, 1)
+    assert 'is_streaming="true"' in text
+    counter = next(line for line in text.splitlines() if line.startswith("sglang:num_requests"))
+    assert "tp_rank" not in counter
+
+
 def test_flush_right_after_a_response_meets_the_idle_race(racy_server):
     body = {"text": "Name three primes.", "sampling_params": {"max_new_tokens": 16}}
     with httpx.Client(base_url=racy_server.command.base_url, timeout=60) as client:

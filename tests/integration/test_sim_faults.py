@@ -181,6 +181,7 @@ def test_faults_051_cannot_show_are_refused_under_its_surface(fault):
         ("explode", "unknown --sim-fault 'explode'"),
         ("stall-request=x", "needs an integer"),
         ("hang-at-startup=3", "takes no value"),
+        ("report-version=", "needs a non-empty text"),
     ],
 )
 def test_bad_fault_is_a_usage_error(fault, message):
@@ -202,3 +203,6 @@ def test_fault_parsing():
     assert faults.host_oom_after_tokens == 7 and faults.given("host-oom-after-tokens")
     assert not faults.given("hybrid-pool-oom")
     assert not Faults.parse([]).any
+    faults = Faults.parse(["report-version=0.5.24", "drop-server-info-field=tp_size"])
+    assert faults.report_version == "0.5.24" and faults.drop_server_info_field == "tp_size"
+    assert faults.given("report-version") and faults.any

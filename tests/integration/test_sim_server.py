@@ -62,10 +62,16 @@ def test_log_has_sglangs_startup_and_ready_lines(spec_server):
     from harness.server.logs import parse_decode_line
 
     text = spec_server.log_text()
+    # 0.5.23 names each capture (model_runner_components/cuda_graph_setup.py); 0.5.1 one.
+    capture = (
+        "Capture cuda graph end"
+        if spec_server.version == "0.5.1"
+        else ("Capture target verify CUDA graph end")
+    )
     for line in (
         "Load weight begin",
         "KV Cache is allocated",
-        "Capture cuda graph end",
+        capture,
         "The server is fired up and ready to roll!",
     ):
         assert line in text
@@ -256,3 +262,30 @@ def test_a_greedy_output_depends_on_the_prompt_alone(spec_server):
         again = client.post("/generate", json=body).json()
     assert len(first["output_ids"]) == 40 and first["text"]
     assert (again["output_ids"], again["text"]) == (first["output_ids"], first["text"])
+
+
+def test_startup_draws_sglangs_bars_with_carriage_returns_and_reports_its_phases(spec_server):
+    from harness.server.startup import READY, WEIGHTS, StartupTracker, startup_phases
+
+    raw = spec_server.log_path.read_bytes()
+    # tqdm's redraws, kept as SGLang's own redirected output has them: one line, many \r.
+    bar = next(ln for ln in raw.split(b"\n") if b"Loading safetensors checkpoint shards" in ln)
+    assert bar.count(b"\r") > 10
+    assert b"100% Completed | 64/64" in bar
+    tracker = StartupTracker()
+    for piece in raw.decode().replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        tracker.feed(piece)
+    phases = [m.phase for m in tracker.marks]
+    assert phases[:2] == ["launching", WEIGHTS] and phases[-1] == READY
+    info = spec_server.server_info()
+    recorded = startup_phases(info)
+    if spec_server.version == "0.5.1":
+        assert recorded == {}  # 0.5.1 reports no startup_time
+        return
+    assert "capturing target verify CUDA graph" in phases
+    assert "capturing draft extend CUDA graph" in phases
+    assert recorded["startup_load_weight_s"] > 0
+    assert recorded["startup_cuda_graph_target_verify_s"] > 0
+    metrics = httpx.get(f"{spec_server.command.base_url}/metrics").text
+    assert "sglang:startup_time_seconds{" in metrics and 'phase="load_weight"} ' in metrics
+    assert "sglang:startup_cuda_graph_time_seconds{" in metrics

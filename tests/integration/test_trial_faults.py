@@ -145,6 +145,38 @@ def test_server_that_never_gets_ready_is_a_timeout(tmp_path, port):
     assert processes_mentioning(f"--port {port} ") == []
 
 
+def test_a_start_up_that_stalls_is_a_timeout_at_its_phase_long_before_the_ready_deadline(
+    tmp_path, port
+):
+    """The weight bar stops part-way and nothing more is printed: the trial ends once the server
+    has been silent for engine.stall_timeout_s, says where it stalled, and stops the server."""
+    spec = trial(tmp_path, port, "hang-at-startup", ready_timeout_s=READY_DEADLINE_S)
+    spec = dataclasses.replace(spec, engine=dataclasses.replace(spec.engine, stall_timeout_s=5))
+    started = time.monotonic()
+    result = run_trial(spec, tmp_path / "t")
+    assert time.monotonic() - started < READY_DEADLINE_S / 3  # not the ready deadline
+    assert result.outcome is Outcome.TIMEOUT
+    assert result.error.startswith("stalled at loading weights "), result.error
+    assert "shards)" in result.error and "no output for" in result.error
+    assert [m["phase"] for m in result.startup_marks] == ["launching", "loading weights"]
+    assert "Loading safetensors checkpoint shards" in result.log_excerpt
+    assert processes_mentioning(f"--port {port} ") == []
+    saved = json.loads((tmp_path / "t" / "result.json").read_text())
+    assert saved["outcome"] == "timeout" and saved["startup_marks"] == result.startup_marks
+
+
+def test_a_trial_records_its_start_up_phases(tmp_path, port):
+    result = run_trial(trial(tmp_path, port, runs=1), tmp_path / "t")
+    assert result.outcome is Outcome.OK, result.error
+    phases = [m["phase"] for m in result.startup_marks]
+    assert phases[:3] == ["launching", "loading weights", "allocating the KV pool"]
+    assert "capturing target verify CUDA graph" in phases and "warm-up" in phases
+    for key in ("startup_load_weight_s", "startup_cuda_graph_target_verify_s"):
+        assert result.startup_phases[key] > 0 and result.metrics[key] == result.startup_phases[key]
+    saved = json.loads((tmp_path / "t" / "result.json").read_text())
+    assert saved["startup_phases"] == result.startup_phases
+
+
 def test_startup_oom_is_detected_and_its_detection_time_recorded(tmp_path, port):
     spec = trial(tmp_path, port, server=eagle3(port, mem_fraction_static=0.93))
     result = run_trial(spec, tmp_path / "t")

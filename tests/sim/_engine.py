@@ -8,20 +8,23 @@ from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, resolve
 from harness.sim.engine import Engine, InstantClock
 from harness.sim.model.profiles import HARDWARE, TARGETS
-from harness.sim.oracle import build_model
+from harness.sim.oracle import build_model, started_plan
 from harness.sim.request import SimRequest
 
 KIMI = ["--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code"]
+# The seeds' fraction: SGLang 0.5.23's own default leaves Kimi-K2.5 no KV pool on their box.
+SEEDS_FRACTION = ("--mem-fraction-static", "0.85")
 
 
 def engine(*extra: str, kv_tokens: int | None = None, log_interval: int = 10**9) -> Engine:
     """Kimi-K2.5 on the seeds' box (SGLang flags + --sim-* in `extra`); `kv_tokens` shrinks the
     pool so a handful of requests fill it."""
-    ns = build_parser().parse_args([*KIMI, *extra])
+    fraction = () if "--mem-fraction-static" in extra else SEEDS_FRACTION
+    ns = build_parser().parse_args([*KIMI, *fraction, *extra])
     hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
     args = resolve(ns, target.architecture, hw.gpu_memory_mib).args
     model = build_model(args, ns, "LL")
-    capacity = engine_capacity(args, ns, model, model.memory_plan(args["mem_fraction_static"]))
+    capacity = engine_capacity(args, ns, model, started_plan(model, args))
     if kv_tokens is not None:
         capacity["kv_tokens"] = kv_tokens
     return Engine(

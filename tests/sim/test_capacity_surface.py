@@ -7,7 +7,7 @@ import re
 from harness.sim.api.prometheus import prometheus_text
 from harness.sim.api.state import ServerState
 from harness.sim.oracle import modelled_steady_state
-from tests.sim._engine import KIMI, engine, run_all
+from tests.sim._engine import KIMI, SEEDS_FRACTION, engine, run_all
 
 
 def _metrics(e, version: str = "0.5.23") -> dict[str, float]:
@@ -105,7 +105,7 @@ def test_the_oracle_takes_message_lists_and_reports_the_capacity_fields():
         [{"role": "system", "content": system}, {"role": "user", "content": f"Task {i}: solve it."}]
         for i in range(200)
     ]
-    flags = [*KIMI, "--stream-interval", "16", "--sim-reasoning-tokens", "800:0.2"]
+    flags = [*KIMI, *SEEDS_FRACTION, "--stream-interval", "16", "--sim-reasoning-tokens", "800:0.2"]
     r = modelled_steady_state(flags, 16, prompts, 2048, 16)
     assert r.requests >= 1 and r.output_tok_s > 0
     assert r.cache_hit_rate > 0.8  # the shared system prompt, computed once

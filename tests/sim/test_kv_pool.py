@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from harness.server.logs import parse_decode_line
 from harness.sim.capacity.policy import CLIP_MAX_NEW_TOKENS, NewTokenRatio, select_prefill
-from tests.sim._engine import engine, run_all
+from harness.sim.oracle import modelled_load
+from tests.sim._engine import KIMI, engine, run_all
 
 PROMPT = "Solve the following problem carefully. " * 10  # ~112 tokens
 
@@ -73,7 +76,7 @@ def test_decode_out_of_kv_retracts_logs_and_redoes_the_prefill(caplog):
     assert all(r.generated == r.limit for r in requests)
     retracted = [r for r in requests if r.retractions]
     # Their decoded tokens were computed again as prompt: more input than the prompts hold.
-    recomputed = e.totals.computed_prompt_tokens + e.totals.cached_device_tokens
+    recomputed = e.totals.computed_prompt_tokens + e.totals.prefill_hit_tokens
     assert recomputed > sum(r.prompt_tokens for r in requests)
     assert retracted and e.totals.retracted_output_tokens > 0
     assert e.pool.used == 0 and e.pool.private == 0  # everything given back
@@ -184,3 +187,21 @@ def test_the_ratio_decays_per_step_to_its_floor_and_is_raised_after_a_retraction
     for _ in range(700):
         ratio.decay_step()
     assert ratio.current == ratio.min
+
+
+def test_a_request_larger_than_the_pool_is_clipped_to_fit_and_ends_by_length():
+    """0.5.23 `init_req_max_new_tokens`: max_new_tokens is clipped so that prompt and output fit
+    an empty pool (max_req_len = min(context_len - 1, pool - 1)); the request runs alone to the
+    clipped length and finishes by "length" instead of waiting for room that never comes."""
+    e = engine(kv_tokens=3000)
+    (request,) = _requests(e, 1, 8000, ignore_eos=True)
+    run_all(e, [request])
+    assert request.max_new_tokens == 3000 - request.prompt_tokens - 2
+    assert request.generated == request.max_new_tokens and request.finish_reason == "length"
+
+
+def test_the_oracle_refuses_a_configuration_the_simulator_would_not_start():
+    """No KV pool at all (SGLang 0.5.23's default fraction for Kimi-K2.5 on the seeds' box): the
+    served simulator dies at start-up, so the model of its load is an error, not a wait."""
+    with pytest.raises(ValueError, match=r"would not start.*no_kv_room"):
+        modelled_load(KIMI, 1, ["hello"], 16)

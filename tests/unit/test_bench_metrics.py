@@ -102,17 +102,25 @@ def test_accept_length_sources():
     rs = [record(0, 1, 2, 101), record(0, 1, 2, 201)]
     rs[0].verify_ct, rs[1].verify_ct = 40, 80
     assert accept_from_requests(rs) == pytest.approx(300 / 120)  # first tokens: prefill
+    # Counters move per finished request: 2 requests finished between the reads (the delta of
+    # num_requests_total, whatever the client counted), 252 tokens, 100 verify steps.
     text = (
-        'sglang:spec_verify_calls_total{tp_rank="0"} 10.0\n'
-        'sglang:generation_tokens_total{tp_rank="0"} 100.0\n'
+        "sglang:spec_verify_calls_total 10.0\n"
+        'sglang:generation_tokens_total{is_streaming="true"} 100.0\n'
+        'sglang:num_requests_total{is_streaming="true"} 1.0\n'
     )
     after = (
-        'sglang:spec_verify_calls_total{tp_rank="0"} 110.0\n'
-        'sglang:generation_tokens_total{tp_rank="0"} 352.0\n'
+        "sglang:spec_verify_calls_total 110.0\n"
+        'sglang:generation_tokens_total{is_streaming="true"} 300.0\n'
+        'sglang:generation_tokens_total{is_streaming="false"} 52.0\n'
+        'sglang:num_requests_total{is_streaming="true"} 2.0\n'
+        'sglang:num_requests_total{is_streaming="false"} 1.0\n'
     )
-    assert accept_from_counters(
-        prometheus_values(text), prometheus_values(after), 2
-    ) == pytest.approx(2.5)
+    before_values, after_values = prometheus_values(text), prometheus_values(after)
+    assert accept_from_counters(before_values, after_values) == pytest.approx(2.5)
+    # Without the request counter the prefill tokens to subtract are unknown: no answer.
+    del after_values["sglang:num_requests_total"]
+    assert accept_from_counters(before_values, after_values) is None
 
 
 def test_aggregate_over_runs_gives_objective_with_interval():

@@ -4,12 +4,14 @@ wave."""
 
 from __future__ import annotations
 
-from benchmarks.client_fidelity import SIM_FLAGS, modelled, spec_for
+from benchmarks.client_fidelity import MEM_FRACTION, SIM_FLAGS, modelled, spec_for
 from harness.server.command import server_flags
 from harness.spec import ServerSpec
 
 ARGV = [
-    *server_flags(ServerSpec(model_path="moonshotai/Kimi-K2.5", tp_size=8)),
+    *server_flags(
+        ServerSpec(model_path="moonshotai/Kimi-K2.5", tp_size=8, mem_fraction_static=MEM_FRACTION)
+    ),
     *SIM_FLAGS,
 ]
 PROMPTS = [f"prompt number {i}: " + "words " * (i % 7) for i in range(64)]

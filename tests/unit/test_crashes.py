@@ -75,3 +75,24 @@ def test_only_crashes_and_timeouts_have_a_signature(outcome):
 def test_without_a_log_the_error_is_the_cause():
     sig = failure_signature(result(Outcome.TIMEOUT, "", "server not ready after 600.2 s\nlog tail"))
     assert sig == "timeout: server not ready after <n> s"
+
+
+def stall(at: str, silent: int, after: int) -> str:
+    """harness.server.process's message for a start-up silent for engine.stall_timeout_s."""
+    return (
+        f"stalled at {at}: no output for {silent} s (wall, {after} s after launch; "
+        "engine.stall_timeout_s=600); raise engine.stall_timeout_s if ..."
+    )
+
+
+def test_a_stall_is_its_phase_whatever_its_bar_had_reached():
+    bar = "[2026-12-01 10:00:01] Load weight begin.\rLoading safetensors checkpoint shards:  39%"
+    first = result(Outcome.TIMEOUT, bar, stall("loading weights 39% (25/64 shards)", 600, 655))
+    again = result(Outcome.TIMEOUT, bar, stall("loading weights 41% (26/64 shards)", 601, 700))
+    assert (
+        failure_signature(first)
+        == failure_signature(again)
+        == "timeout: stalled at loading weights"
+    )
+    elsewhere = result(Outcome.TIMEOUT, bar, stall("capturing target verify CUDA graph", 600, 900))
+    assert failure_signature(elsewhere) == "timeout: stalled at capturing target verify CUDA graph"

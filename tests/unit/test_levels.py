@@ -130,3 +130,55 @@ def test_the_table_says_where_both_servers_ran_at_the_shared_request_cap():
     with console.capture() as out:  # caps that differ (or none shared): the trials table says so
         console.print(levels.table(rows, True))
     assert "queued the rest" not in out.get()
+
+
+# At 64 in flight the equal-cap baseline queued 16 of them (both servers ran 48); SGLang's own
+# limit runs all 64 without speculation, which serves more (the numbers are the test's).
+UNCAPPED = trial("baseline_x_uncapped", {1: (100, 1), 8: (700, 5), 64: (3400, 20)}, role="baseline")
+EQUAL_WINS = trial("trial_0003", {1: (150, 1), 8: (900, 5), 64: (3300, 20)})
+
+
+def test_above_the_cap_the_answer_is_against_sglangs_own_limit_with_equal_caps_beside_it():
+    rows = levels.per_level([EQUAL_WINS], BASE, Objective("tok_s", 64), uncapped=UNCAPPED, cap=48)
+    one, eight, sixty_four = rows
+    # Within the cap both baselines are one server: the study's, nothing beside it.
+    assert (one.baseline_kind, one.equal_caps) == ("equal_caps", None) and one.baseline == 100
+    assert eight.baseline_kind == "equal_caps" and eight.equal_caps is None
+    # Above it: 3300 beats the capped 3000 (1.10x) but not the 3400 a deployment runs (0.97x).
+    assert sixty_four.baseline_kind == "uncapped" and sixty_four.baseline == 3400
+    assert sixty_four.best.speedup == 3300 / 3400 and sixty_four.recommend == levels.OFF
+    equal = sixty_four.equal_caps
+    assert equal.cap == 48 and equal.baseline == 3000 and equal.speedup == 1.1
+    assert equal.recommend == "trial_0003" and equal.low > 1
+    m = levels.metrics(rows)
+    assert m["speculate_c64"] == 0.0 and m["best_speedup_equal_caps_c64"] == 1.1
+    assert "best_speedup_equal_caps_c8" not in m
+    with console.capture() as out:
+        console.print(levels.table(rows, True, equal_cap=48))
+    text = " ".join(out.get().split())
+    assert "at 64: against the baseline at SGLang's own running-request limit" in text
+    assert "1.10×" in text and "queued the rest" not in text
+    # A failed uncapped baseline, or none: the equal-cap answers as before.
+    failed = TrialResult("baseline_x_uncapped", "baseline", Outcome.OOM, "sim", True, 1.0, {})
+    for other in (failed, None):
+        again = levels.per_level([EQUAL_WINS], BASE, Objective("tok_s", 64), uncapped=other, cap=48)
+        assert again[2].baseline_kind == "equal_caps" and again[2].recommend == "trial_0003"
+
+
+def test_the_uncapped_baseline_is_measured_only_when_a_level_is_above_the_cap():
+    from sweep.study.baseline import needs_uncapped
+
+    def cfg(levels_, equal=True, cap=None, baseline=True):
+        return OmegaConf.create(
+            {
+                "search": {"baseline": baseline, "baseline_equal_caps": equal},
+                "server": {"max_running_requests": cap},
+                "benchmark": {"concurrency": levels_},
+            }
+        )
+
+    assert needs_uncapped(cfg([1, 8, 64]))
+    assert not needs_uncapped(cfg([1, 8, 48]))  # the cap never binds at 48 in flight
+    assert not needs_uncapped(cfg([1, 64], equal=False))  # the study's baseline is uncapped
+    assert not needs_uncapped(cfg([1, 64], cap=96))  # both servers run the cap set
+    assert not needs_uncapped(cfg([1, 64], baseline=False))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.measure.memory import admission_room, kv_bound, memory_metrics, pool_tokens
-from harness.measure.memory_probe import MemoryProbe, window_memory
+from harness.measure.memory_probe import MemoryProbe, hit_rate_of_finished, window_memory
 from harness.record.results import RequestRecord, RunSummary
 from harness.server.logs import (
     host_pool_tokens,
@@ -339,6 +339,17 @@ def test_probe_falls_back_to_counter_deltas_without_lines(tmp_path: Path, monkey
     summary = probe.end_run(_run(1, memory_source=None, cache_hit_rate=None, retractions=None))
     assert summary.memory_source == "metrics"
     assert (summary.retractions, summary.cache_hit_rate) == (3, pytest.approx(0.6))
+
+
+def test_counter_hit_rate_covers_only_requests_finished_between_the_reads():
+    """The cached and prompt counters move per finished request: a run whose requests all
+    still ran at the close read (no prompt counter moved) has no hit rate from them, though
+    the scheduler's retraction counter moved meanwhile."""
+    before = {"sglang:cached_tokens_total": 100.0, "sglang:prompt_tokens_total": 400.0}
+    running = {**before, "sglang:num_retracted_requests_total": 1.0}
+    assert hit_rate_of_finished(before, running) is None
+    done = {"sglang:cached_tokens_total": 400.0, "sglang:prompt_tokens_total": 1000.0}
+    assert hit_rate_of_finished(before, done) == pytest.approx(0.5)
 
 
 def test_probe_window_holds_late_reported_completions(tmp_path: Path):

@@ -91,7 +91,7 @@ def test_topk_above_one_with_trtllm_mha_is_sglangs_start_up_refusal(version):
 
 def test_auto_mem_fraction_and_graph_batch_clamp():
     args = resolve(parse(), KIMI, GPU).args
-    assert 0.80 < args["mem_fraction_static"] < 0.90
+    assert round(args["mem_fraction_static"], 3) == 0.758  # 0.833 x the VLM factor
     spec = resolve(parse("--speculative-algorithm", "EAGLE3"), KIMI, GPU).args
     assert spec["cuda_graph_max_bs_decode"] == 48  # clamped to max_running_requests
 
@@ -165,3 +165,59 @@ def test_reported_args_use_each_versions_names():
     old = reported_args(args, "0.5.1")
     assert old["cuda_graph_max_bs"] == 32 and "cuda_graph_max_bs_decode" not in old
     assert not any(k.startswith("sim_") for k in old)
+
+
+# SGLang 0.5.23's mem_fraction_static when --mem-fraction-static is unset (docs/simulator.md,
+# "mem_fraction_static when unset"; harness.sglang.memory). Unrounded after the VLM factor.
+EAGLE3 = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d")
+CAP48 = ("--max-running-requests", "48")
+LLAMA = "LlamaForCausalLM"
+
+
+@pytest.mark.parametrize(
+    "architecture, gpu, tp, argv, expected",
+    [
+        (KIMI, 97_887.0, 8, EAGLE3, 0.758),  # 0.833 x 0.9097
+        (KIMI, 97_887.0, 8, CAP48, 0.766),  # 0.842 x 0.9097
+        (KIMI, 143_771.0, 8, EAGLE3, 0.806),  # 0.886 x 0.9097
+        (KIMI, 143_771.0, 8, CAP48, 0.811),  # 0.892 x 0.9097 (0.8115)
+        (LLAMA, 81_559.0, 1, EAGLE3, 0.830),
+        (LLAMA, 81_559.0, 1, CAP48, 0.835),
+    ],
+)
+def test_0523_default_mem_fraction(architecture, gpu, tp, argv, expected):
+    ns = build_parser().parse_args(["--model-path", "m", "--tp-size", str(tp), *argv])
+    assert round(resolve(ns, architecture, gpu).args["mem_fraction_static"], 3) == expected
+
+
+def test_0523_terms_of_the_default():
+    from harness.sglang import memory
+
+    kimi, llama = memory.architecture(KIMI), memory.architecture(LLAMA)
+    sizes = memory.prefill_graph_batch_sizes(8192)
+    assert memory.graph_reserve_mib(kimi, 512, sizes) == 1024 + 1536  # MLA: 1.5 GiB
+    assert memory.graph_reserve_mib(llama, 256, sizes) == 512 + 464  # 58 sizes x 8 MiB
+    assert memory.vlm_factor(kimi) == pytest.approx(0.9097, abs=1e-4)
+    # Without the cap, speculation's 48 comes after the hook: max_bs stays 512.
+    assert memory.decode_graph_max_bs(512, None, None) == 512
+    assert memory.decode_graph_max_bs(512, None, 48) == 48
+    assert memory.decode_graph_max_bs(512, 160, 48) == 160
+    assert memory.multimodal_kv_reserve_mib(kimi, {}) == 100
+    assert memory.multimodal_kv_reserve_mib(kimi, {"SGLANG_VLM_CACHE_SIZE_MB": "0"}) == 0
+    assert memory.multimodal_kv_reserve_mib(llama, {}) == 0
+
+
+def test_language_model_only_is_refused_for_kimi_k25():
+    with pytest.raises(ValueError, match=r"--language-model-only does not support \['Kimi"):
+        resolve(parse("--language-model-only"), KIMI, GPU)
+
+
+def test_0523_weights_leave_no_kv_cache_text():
+    from harness.sglang.memory import weights_leave_no_kv_cache
+
+    text = weights_leave_no_kv_cache(0.757810361328125, 97_887 - 75_500, 97_887)
+    assert text.startswith(
+        "Loaded weights leave no GPU memory for the KV cache under "
+        "--mem-fraction-static=0.757810361328125. Raise --mem-fraction-static above 0.772 "
+        "(minimum viable = 1 - available/pre = 0.7713)."
+    )

@@ -10,7 +10,10 @@ from harness.sim.engine import Engine, InstantClock
 from harness.sim.model.profiles import HARDWARE, TARGETS
 from harness.sim.oracle import build_model
 
-ARGV = ["--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code"]
+ARGV = [
+    "--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code",
+    "--mem-fraction-static", "0.85",  # the seeds': SGLang 0.5.23's default leaves no KV pool
+]  # fmt: skip
 
 
 def _engine(*extra: str) -> tuple[Engine, InstantClock]:

@@ -14,7 +14,10 @@ from harness.sim.engine import Engine, VirtualClock
 from harness.sim.model.profiles import HARDWARE, TARGETS
 from harness.sim.oracle import build_model
 
-ARGV = ["--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code"]
+ARGV = [
+    "--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code",
+    "--mem-fraction-static", "0.85",  # the seeds': SGLang 0.5.23's default leaves no KV pool
+]  # fmt: skip
 SCALE = 50.0
 CPU_S = 0.01  # wall seconds the event loop is busy elsewhere: 0.5 virtual seconds at SCALE
 

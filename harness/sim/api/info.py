@@ -35,6 +35,17 @@ FLUSH_BUSY_TEXT = "Another flush_cache is already in progress."
 
 
 def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]:
+    """`_server_info`, as a release specsweep has not read may answer it (the faults
+    report-version and drop-server-info-field)."""
+    info = _server_info(state, launch_command)
+    if state.faults.report_version is not None:
+        info["version"] = state.faults.report_version
+    if state.faults.drop_server_info_field is not None:
+        info.pop(state.faults.drop_server_info_field, None)
+    return info
+
+
+def _server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]:
     """Effective args plus state, in the shape of the surface spoken (reference/sglang.md §3).
 
     0.5.23 `entrypoints/http_server.py::server_info` returns `utils/common.py::build_server_info`
@@ -75,7 +86,7 @@ def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]
     internal = {
         **args,
         "world_size": args.get("tp_size", 1),
-        "startup_time": state.started_at,
+        "startup_time": _scheduler_startup(state.startup_time),
         "effective_max_running_requests_per_dp": args.get("max_running_requests"),
         "last_gen_throughput": engine.counters.last_gen_throughput,
         "memory_usage": {
@@ -99,12 +110,20 @@ def server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any]
         "max_req_input_len": state.plan.kv_tokens - 1,
         "hicache_object_layout": None,
         "kv_events": None,
-        "startup_time": state.started_at,
+        "startup_time": state.startup_time,
         "internal_states": [internal],
         "version": facts.release,
         "frontend": "python",
         "simulator": {**state.simulator, **state.engine.lag.report()},
     }
+
+
+def _scheduler_startup(startup: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A scheduler's own startup_time (0.5.23 `internal_state.py`): the engine's without the
+    tokenizer's end-to-end phase."""
+    if startup is None:
+        return None
+    return {k: v for k, v in startup.items() if k != "tokenizer_e2e"}
 
 
 def _add_accept_length(internal: dict[str, Any], state: ServerState) -> None:

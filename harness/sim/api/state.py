@@ -43,6 +43,9 @@ class ServerState:
     stop_listening: Callable[[], None] | None = None  # set by main once uvicorn exists
     die: Callable[[str], None] | None = None  # set by main: a scheduler exception, like SGLang's
     generation_requests: int = 0
+    # 0.5.23's start-up durations by phase (main._startup_time; None for 0.5.1): /server_info's
+    # startup_time and /metrics' sglang:startup_time_seconds.
+    startup_time: dict[str, Any] | None = None
 
     def admit(self, request: SimRequest) -> None:
         """Hand a client's generation request to the engine, applying the request faults."""

@@ -55,6 +55,7 @@ def stream(
 ) -> StreamingResponse:
     """`request` streamed: `event(chunk)` for each engine chunk up to the last, `trailer()` (the
     usage chunk) after it when given, then [DONE]. `event` may raise (`cut`)."""
+    request.stream = True  # its counters' is_streaming="true" series
     return StreamingResponse(
         _events(state, request, event, trailer), media_type="text/event-stream"
     )

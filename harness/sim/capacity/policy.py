@@ -70,6 +70,18 @@ def _remaining(r: SimRequest) -> int:
     return min(max(r.max_new_tokens - r.generated, 0), CLIP_MAX_NEW_TOKENS)
 
 
+def max_new_tokens_within(
+    input_len: int, max_new_tokens: int, kv_tokens: int, context_len: int | None
+) -> int:
+    """0.5.23 `scheduler.py::init_req_max_new_tokens` at page size 1: a request's max_new_tokens
+    clipped so that it fits an empty pool (`max_req_len = min(context_len - 1, kv_tokens - 1)`,
+    tp_worker.py `get_worker_info`; then the allocator's `token_capacity - input - page - 1`).
+    Without it a request larger than the pool never passes PrefillAdder and waits for ever."""
+    max_req_len = min(context_len - 1, kv_tokens - 1) if context_len else kv_tokens - 1
+    clipped = min(max_new_tokens, max_req_len - input_len - 1, kv_tokens - input_len - 2)
+    return max(0, clipped)
+
+
 def select_prefill(
     pool: KVPool,
     waiting: list[SimRequest],

@@ -31,6 +31,7 @@ def engine_capacity(
     chunk = args.get("chunked_prefill_size")
     return {
         "kv_tokens": kv,
+        "context_len": args.get("context_length") or model.target.context_length,
         "host": host_tier(args, model, kv),
         "stream_interval": args.get("stream_interval") or 1,
         "max_prefill_tokens": chunk if chunk and chunk > 0 else DEFAULT_MAX_PREFILL_TOKENS,

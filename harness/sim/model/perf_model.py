@@ -39,11 +39,12 @@ every draft is rejected (seed row 13).
 
 Memory per GPU (SGLang: mem_fraction_static = (weights + KV pool) / GPU memory):
 
-    KV pool   = mem_fraction * gpu_mem - weights/g - draft weights
+    KV pool   = mem_fraction * gpu_mem - weights/g - draft weights - multimodal reserve
     KV tokens = KV pool / (target KV/token + draft KV/token)
     needed    = activations + [graphs: 300 MiB + 1.6 MiB * bs * n + 0.8 MiB * bs * topk * steps]
-    OOM when needed > (1 - mem_fraction) * gpu_mem (CUDA-graph capture fails), "Not enough
-    memory" when the KV pool is empty, and the OOM killer when HiCache * TP exceeds host RAM.
+    OOM when needed > (1 - mem_fraction) * gpu_mem (CUDA-graph capture fails), "Loaded weights
+    leave no GPU memory" when the KV pool is not positive, "Not enough memory" when it is empty,
+    and the OOM killer when HiCache * TP exceeds host RAM.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ class Deployment:
     hicache_size_gb: int
     graph_max_bs: int
     speculation: Speculation | None
+    # KV budget kept back for a multimodal model's embedding cache (0.5.23
+    # SGLANG_VLM_CACHE_SIZE_MB, harness.sglang.memory), at any mem_fraction_static
+    kv_reserve_mib: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,9 @@ class MemoryPlan:
     kv_tokens: int
     non_static_mib: float  # what activations + graphs need
     graph_mib: float
-    failure: str | None  # None, "kv_pool" (too low), "graph_oom" (too high), "host_oom"
+    # None, "kv_pool" (too low), "no_kv_room" (the weights fill the static budget: 0.5.23's
+    # "Loaded weights leave no GPU memory"), "graph_oom" (too high), "host_oom"
+    failure: str | None
     host_needed_gb: float
 
 
@@ -274,7 +280,7 @@ class PerfModel:
         drafter = self.spec.drafter if self.spec else None
         static = mem_fraction_static * hw.gpu_memory_mib
         weights = t.weights_mib_total / dep.tp + (drafter.weights_mib_per_gpu if drafter else 0)
-        kv_pool = static - weights
+        kv_pool = static - weights - dep.kv_reserve_mib
         cell = t.kv_bytes_per_token + (drafter.kv_bytes_per_token if drafter else 0)
         kv_tokens = max(0, math.floor(kv_pool * MIB / cell))
         graph = cuda_graph_mib(dep.graph_max_bs, self.spec) if dep.cuda_graph else 0.0
@@ -283,6 +289,8 @@ class PerfModel:
         failure = None
         if host_needed > hw.host_ram_gb:
             failure = "host_oom"
+        elif kv_pool <= 0:
+            failure = "no_kv_room"
         elif kv_tokens < 1024:
             failure = "kv_pool"
         elif needed > hw.gpu_memory_mib - static:
