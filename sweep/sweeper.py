@@ -61,6 +61,11 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
     grace_period(config.tracking)  # heartbeat settings that would fail live trials
     if search.n_trials < 0:
         raise ConfigError(f"search.n_trials={search.n_trials}: must be >= 0.")
+    if search.get("n_trials_scope", "study") not in ("study", "sweep"):
+        raise ConfigError(
+            f"search.n_trials_scope={search.n_trials_scope!r}: study (n_trials is the study's "
+            "total; a resume runs what is left) or sweep (each sweep runs n_trials more)."
+        )
     if search.sampler.name not in ("tpe", "random"):
         raise ConfigError(f"search.sampler.name={search.sampler.name!r}: tpe or random.")
     try:  # the objective, its load profile and latency limits (sweep.study.objective)

@@ -189,6 +189,9 @@ class SLOConfig:
 class SearchConfig:
     study_name: str = MISSING
     n_trials: int = 12
+    # study: n_trials is the study's total server starts (a resumed sweep runs what is left);
+    # sweep: each sweep starts n_trials more (sweep/study/history.py counts what was spent).
+    n_trials_scope: str = "study"
     seed: int = 0
     # tok_s | speedup | throughput | tok_s+throughput | weighted_throughput | weighted_speed |
     # per_level_speed (the last three over search.load_profile)

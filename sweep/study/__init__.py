@@ -18,6 +18,7 @@ baseline     measured once per study, reused, re-checked for drift
 caps         the baseline's max_running_requests against the trials' (equal caps)
 trials       ask -> verdict -> launch -> tell, serially or in GPU slots
 records      results the study writes itself for trials it does not launch
+history      the study's results across every sweep and worker; the starts n_trials counts
 levels       the recommendation per level: what to deploy at each concurrency
 artifacts    what the parent run carries besides the summary: table, importances, figures
 summary      the close: table and verdict, summary-<time>.json, the parent run

@@ -68,6 +68,7 @@ class Baseline:
         self.attr = f"baseline.{session.plan.setup_key}{suffix}"
         self.result: TrialResult | None = None
         self.recheck_result: TrialResult | None = None
+        self.measured_here = False  # by this sweep (not reused): its time is this sweep's
 
     @property
     def tok_s(self) -> float | None:
@@ -142,6 +143,7 @@ class Baseline:
             session.header("baseline", "", "speculation off")
         suffix = "_uncapped" if self.uncapped else ""
         result = self._run(f"baseline_{session.plan.setup_key}{suffix}")
+        self.measured_here = True
         if result.outcome is not Outcome.OK and self.uncapped:
             console.print("[red]the uncapped baseline failed: levels compare at equal caps.[/red]")
             return result

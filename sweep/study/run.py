@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import socket
 import time
 from pathlib import Path
@@ -31,12 +32,13 @@ from sweep.readout.console import console
 from sweep.study import opening
 from sweep.study.baseline import Baseline, needs_uncapped
 from sweep.study.driver import SearchDriver
+from sweep.study.history import study_results
 from sweep.study.plan import SweepPlan
 from sweep.study.priors import first_trials
 from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
 from sweep.study.summary import SweepOutcome, finish
-from sweep.study.trials import TrialLoop
+from sweep.study.trials import TrialLoop, trials_to_run
 from sweep.tracking.provenance import software_changes
 
 _FINISHED = (
@@ -46,6 +48,20 @@ _FINISHED = (
 )
 # Trials whose result came from a server (what software can change).
 _MEASURED = (Outcome.OK, Outcome.OOM, Outcome.PRUNED, Outcome.CRASH, Outcome.TIMEOUT)
+
+
+def _trials(n: int) -> str:
+    return f"{n} trial" if n == 1 else f"{n} trials"
+
+
+def resume_line(arguments: tuple[str, ...]) -> str:
+    """The command that continues the study: the same overrides (hence the same study name)."""
+    again = shlex.join(["python", "sweep.py", "-m", *arguments])
+    return (
+        f"[bold]To resume:[/bold] {again}   (the same search.study_name continues the study: "
+        "what was measured is kept, the interrupted trial runs again, and search.n_trials counts "
+        "the study's total)"
+    )
 
 
 class StudyRun:
@@ -115,32 +131,42 @@ class StudyRun:
                 self.study_dir, list(cfg.benchmark.concurrency), tracker, parent
             )
             status = "FINISHED"
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the summary below, then exit 130
             status = "KILLED"
             console.print(
                 "[yellow]interrupted: the server was stopped; results so far are kept.[/]"
             )
-            raise
         except MachineNotReady as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise SystemExit(1) from None
         finally:
             if self.pool is not None:  # a killed worker's server on a GPU nobody takes again
                 self.pool.reap_leftovers()
+            whole = study_results(study, list(session.results))
             done = SweepOutcome(
                 status=status,
-                results=list(session.results),
+                results=whole.results,
                 baseline=baseline.result,
                 recheck=baseline.recheck_result,
                 uncapped=uncapped.result if uncapped is not None else None,
                 total_s=time.monotonic() - self.started,
                 trials_wall_s=trials.wall_s,
                 slots=self.plan.slots,
+                this_sweep=list(session.results),
+                unreadable=whole.unreadable,
+                measured_here=[
+                    b.result
+                    for b in (baseline, uncapped)
+                    if b is not None and b.measured_here and b.result is not None
+                ],
             )
             finish(
                 cfg, done, study, self.plan.objective, tracker, parent, self.study_dir, storage_url
             )
             claims.close()
+        if status == "KILLED":  # no traceback: what was kept is above, and how to go on
+            console.print(resume_line(self.plan.arguments), soft_wrap=True)
+            raise SystemExit(130)
         return session.results
 
     def _banner(self, study: optuna.Study) -> None:
@@ -164,7 +190,7 @@ class StudyRun:
         if needs_uncapped(cfg):
             base = " + baseline at equal caps and at SGLang's own running-request limit"
         console.print(
-            f"{self._trials_line()}{base}; "
+            f"{self._trials_line(study)}{base}; "
             f"{runs_line(spec)}" + (f"; the study already has {done} trials" if done else ""),
             soft_wrap=True,
         )
@@ -180,11 +206,25 @@ class StudyRun:
         if notice:
             console.print(f"[yellow]{notice}[/yellow]", soft_wrap=True, markup=True)
 
-    def _trials_line(self) -> str:
-        budget = self.cfg.search.get("budget_gpu_hours")
-        if budget is None:
-            return f"{self.cfg.search.n_trials} trials"
-        return f"trials until the study has spent {budget:g} GPU-hours"
+    def _trials_line(self, study: optuna.Study) -> str:
+        search = self.cfg.search
+        budget = search.get("budget_gpu_hours")
+        if budget is not None:
+            return f"trials until the study has spent {budget:g} GPU-hours"
+        spent, target = trials_to_run(search, study)
+        if search.get("n_trials_scope", "study") == "sweep":
+            return f"{_trials(target)} more (search.n_trials_scope=sweep)"
+        if not spent:
+            return _trials(target)
+        if not target:
+            return (
+                f"no trials: the study already has its {search.n_trials} (search.n_trials is the "
+                "study's total; raise it, or search.n_trials_scope=sweep runs that many more)"
+            )
+        return (
+            f"{_trials(target)} to finish the study's {search.n_trials} ({spent} done; "
+            "search.n_trials_scope=sweep runs that many more)"
+        )
 
     def _changed_software(self, study: optuna.Study) -> dict[str, list[int]]:
         """What changed since each measured trial of the study, and for which trials."""

@@ -7,7 +7,7 @@ run that a dead tracking store left open from this file (its `mlflow_parent_run_
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
@@ -34,7 +34,7 @@ class SweepOutcome:
     """What a sweep did, for its summary."""
 
     status: str  # FINISHED | FAILED | KILLED
-    results: list[TrialResult]
+    results: list[TrialResult]  # the whole study's trials (sweep.study.history), every sweep
     baseline: TrialResult | None
     recheck: TrialResult | None
     total_s: float  # the whole sweep's wall time
@@ -43,6 +43,19 @@ class SweepOutcome:
     # The baseline at SGLang's own running-request limit, measured only when a level is above
     # the equal cap (sweep.study.baseline.needs_uncapped); the levels above it compare with it.
     uncapped: TrialResult | None = None
+    # This sweep's own trials, and the baselines it measured rather than reused: its wall time
+    # is theirs. None: the results are all this sweep's (a caller without a study).
+    this_sweep: list[TrialResult] | None = None
+    measured_here: list[TrialResult] | None = None
+    unreadable: list[str] = field(default_factory=list)  # trials whose folder is elsewhere
+
+    @property
+    def own(self) -> list[TrialResult]:
+        return self.results if self.this_sweep is None else self.this_sweep
+
+    @property
+    def earlier(self) -> int:
+        return len(self.results) - len(self.own)
 
 
 def pareto_lines(study: optuna.Study, objective: Objective) -> str:
@@ -62,6 +75,7 @@ def sweep_metrics(done: SweepOutcome, metrics: dict[str, float]) -> dict[str, fl
     results = done.results
     metrics.update(
         n_trials=float(len(results)),
+        n_trials_this_sweep=float(len(done.own)),
         n_launched=float(sum(r.outcome not in NOT_LAUNCHED for r in results)),
         n_oom=float(sum(r.outcome is Outcome.OOM for r in results)),
         slots=float(done.slots),
@@ -85,6 +99,22 @@ def speedups(done: SweepOutcome) -> dict[str, dict[str, float]]:
                 r.metrics["tok_s"], r.runs, base.metrics["tok_s"], objective_runs(base.runs)
             )
     return found
+
+
+def scope_line(done: SweepOutcome) -> str:
+    """What the table and the verdict below read: the study, every sweep of it."""
+    n = len(done.results)
+    line = f"[bold]The study's {n} trial{'' if n == 1 else 's'}[/bold]"
+    if done.earlier:
+        line += (
+            f" ({done.earlier} from earlier sweeps or other workers, {len(done.own)} this sweep)"
+        )
+    if done.unreadable:
+        line += (
+            f"; {len(done.unreadable)} measured on another node are not here "
+            f"({', '.join(done.unreadable[:5])}): MLflow has them"
+        )
+    return line + ":"
 
 
 def write_summary(
@@ -173,6 +203,7 @@ def finish(
     )
     request_caps = caps(done.results, done.baseline)
     table.caption = caps_line(request_caps)  # when the caps differ
+    console.print(scope_line(done))
     console.print(table)
     rows = levels.per_level(
         done.results,
@@ -196,10 +227,9 @@ def finish(
             f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "
             + ", ".join(sorted(over))
         )
-    everything = [
-        r for r in (done.baseline, done.uncapped, *done.results, done.recheck) if r is not None
-    ]
-    lines.append(wall_time_line(everything, done.total_s))
+    baselines = [done.baseline, done.uncapped] if done.measured_here is None else done.measured_here
+    this_sweep = [r for r in (*baselines, *done.own, done.recheck) if r is not None]
+    lines.append(wall_time_line(this_sweep, done.total_s))
     if objective.multi:
         lines.append(pareto_lines(study, objective))
     for line in lines:

@@ -29,9 +29,19 @@ from sweep.study.baseline import Baseline
 from sweep.study.budget import MAX_IDLE_PROPOSALS, Budget, spent
 from sweep.study.candidates import Candidate, candidate_for
 from sweep.study.driver import SearchDriver, Verdict
+from sweep.study.history import launches_spent
 from sweep.study.session import CLAIM_POLL_S, StudySession
 
 MAX_CONSECUTIVE_ERRORS = 3
+
+
+def trials_to_run(search, study: optuna.Study) -> tuple[int, int]:
+    """(starts the study spent before this sweep, starts this sweep makes). With several workers
+    started together each sees the same remainder, as Optuna's optimize counts per process."""
+    if search.get("n_trials_scope", "study") == "sweep":
+        return 0, int(search.n_trials)
+    spent = launches_spent(study)
+    return spent, max(int(search.n_trials) - spent, 0)
 
 
 class TrialLoop:
@@ -46,6 +56,9 @@ class TrialLoop:
         # that launches nothing (a duplicate, a predicted OOM, a known crash) is not a trial spent.
         self._starts = 0
         self.budget = Budget(session.cfg.search.get("budget_gpu_hours"))
+        # Server starts this sweep makes: n_trials, less what the study spent before it when
+        # n_trials is the study's total (search.n_trials_scope; sweep.study.history).
+        self.spent_before, self.target = trials_to_run(session.cfg.search, session.study)
 
     def run(self) -> None:
         started = time.monotonic()
@@ -69,17 +82,20 @@ class TrialLoop:
         spent); one loop per GPU slot. A proposal that launches nothing does not count, and
         MAX_IDLE_PROPOSALS of them in a row end the sweep (the space holds nothing new)."""
         session = self.session
-        n, slots = session.cfg.search.n_trials, session.plan.slots
+        slots = session.plan.slots
+        n = self.spent_before + self.target  # what the counter counts to
         budget = self.budget
         while not session.stopping.is_set():
             with self._lock:
                 if budget.active and budget.exhausted(session.study.get_trials(deepcopy=False)):
                     return
-                if not budget.active and (self._starts >= n or budget.idle >= MAX_IDLE_PROPOSALS):
+                if not budget.active and (
+                    self._starts >= self.target or budget.idle >= MAX_IDLE_PROPOSALS
+                ):
                     return
                 self._next_index += 1
                 self._starts += 1  # until it turns out to launch nothing
-                start, walls = self._starts, list(self._walls)
+                start, walls = self.spent_before + self._starts, list(self._walls)
             eta = (sum(walls) / len(walls)) * (n - start + 1) / slots if walls else None
             if budget.active:
                 left = budget.remaining(session.study.get_trials(deepcopy=False)) or 0.0

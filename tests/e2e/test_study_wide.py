@@ -1,0 +1,63 @@
+"""A resumed sweep answers for the whole study: its table, Best line and summary read every
+trial of every sweep, and search.n_trials is the study's total unless told otherwise."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from harness.server.procs import free_port
+from tests.e2e.test_sweep_cli import sweep
+
+QUIET = ("search.remeasure_baseline=false",)
+
+
+def trial_rows(stdout: str) -> set[str]:
+    return {word for word in stdout.split() if word.startswith("trial_00")}
+
+
+def last_summary(tmp_path) -> dict:
+    summaries = sorted((tmp_path / "kimi-k25-eagle3").glob("summary-*.json"))
+    return json.loads(summaries[-1].read_text())
+
+
+def test_a_resume_finishes_the_studys_trials_and_answers_for_all_of_them(tmp_path):
+    port = free_port()
+    first = sweep(tmp_path, port, "search.n_trials=1", *QUIET)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert re.search(r"The study's \d+ trials?:", first.stdout)
+    earlier = len(last_summary(tmp_path)["trials"])  # a duplicate proposal is a trial too
+
+    second = sweep(tmp_path, port, "search.n_trials=2", *QUIET)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "1 trial to finish the study's 2 (1 done" in second.stdout
+    shown = re.search(r"The study's (\d+) trials \((\d+) from earlier sweeps", second.stdout)
+    assert shown and int(shown[2]) == earlier, second.stdout
+    summary = last_summary(tmp_path)
+    names = [t["name"] for t in summary["trials"]]
+    assert len(names) == int(shown[1]) and names[:earlier] == [
+        f"trial_{n:04d}" for n in range(earlier)
+    ]
+    assert set(names) <= trial_rows(second.stdout)  # every one in the table
+    assert summary["metrics"]["n_trials"] == len(names)
+    assert summary["metrics"]["n_trials_this_sweep"] == len(names) - earlier
+
+    third = sweep(tmp_path, port, "search.n_trials=2", *QUIET)
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "no trials: the study already has its 2" in third.stdout
+    assert f"The study's {len(names)} trials ({len(names)} from earlier sweeps" in third.stdout
+    assert "0 this sweep" in third.stdout
+    assert "Best: trial_000" in third.stdout  # the study's answer, though nothing ran now
+
+
+def test_n_trials_per_sweep_when_asked(tmp_path):
+    port = free_port()
+    first = sweep(tmp_path, port, "search.n_trials=1", *QUIET)
+    assert first.returncode == 0, first.stdout + first.stderr
+    more = sweep(tmp_path, port, "search.n_trials=1", "search.n_trials_scope=sweep", *QUIET)
+    assert more.returncode == 0, more.stdout + more.stderr
+    assert "1 trial more (search.n_trials_scope=sweep)" in more.stdout
+    launched = [t for t in last_summary(tmp_path)["trials"] if t["outcome"] == "ok"]
+    assert len(launched) == 2
+    bad = sweep(tmp_path, port, "search.n_trials_scope=forever", *QUIET)
+    assert bad.returncode == 2 and "search.n_trials_scope='forever'" in bad.stdout
