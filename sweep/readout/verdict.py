@@ -83,14 +83,17 @@ def wall_time_line(results: list[TrialResult], total_s: float) -> str:
     startups = sum(r.startup_wall_s or 0 for r in ok)
     teardowns = sum(r.teardown_s or 0 for r in measured)
     benchmarks = sum((r.wall_s or 0) - (r.startup_wall_s or 0) - (r.teardown_s or 0) for r in ok)
-    failures = sum(r.wall_s or 0 for r in measured if r not in ok) - sum(
-        r.teardown_s or 0 for r in measured if r not in ok
-    )
-    other = max(total_s - startups - teardowns - benchmarks - failures, 0.0)
+    # A trial the sweep itself stopped did not fail: its time is told apart, and only when any.
+    stopped = [r for r in measured if r.outcome is Outcome.INTERRUPTED]
+    failed = [r for r in measured if r not in ok and r not in stopped]
+    failures = sum((r.wall_s or 0) - (r.teardown_s or 0) for r in failed)
+    interrupted = sum((r.wall_s or 0) - (r.teardown_s or 0) for r in stopped)
+    other = max(total_s - startups - teardowns - benchmarks - failures - interrupted, 0.0)
     parts = [
         ("server start-ups", startups),
         ("benchmarks", benchmarks),
         ("failed launches", failures),
+        *([("the interrupted trial", interrupted)] if stopped else []),
         ("teardown", teardowns),
         ("tracking and other", other),
     ]
