@@ -9,6 +9,7 @@ server starts (`plan`) and hands the sweep to `sweep.study.run`; every trial run
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -24,6 +25,7 @@ from sweep.config.drafter_check import check_drafter
 from sweep.config.fraction import baseline_mem_fraction
 from sweep.config.setup_key import setup_key
 from sweep.config.specs import build_trial_spec
+from sweep.launch import snapshot
 from sweep.launch.jobs import Jobs
 from sweep.launch.parse_check import check_launch_flags
 from sweep.launch.slots import slot_count, worker_gpus
@@ -111,6 +113,7 @@ class SpecsweepSweeperImpl(Sweeper):
 
             return launch_workers(self, arguments)
         try:
+            self.freeze(arguments)
             plan = self.plan(arguments)
         except SpecsweepError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
@@ -130,6 +133,42 @@ class SpecsweepSweeperImpl(Sweeper):
             return StudyRun(self.config, plan, self.jobs).execute()
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+    def freeze(self, arguments: list[str]) -> None:
+        """Compose everything from the study's snapshot of conf/ (sweep.launch.snapshot): made
+        now by a study's first sweep, found by a resume, which is refused where files edited
+        since would change what its trials measure."""
+        assert self.config is not None and self.hydra_context is not None
+        search_path = self.hydra_context.config_loader.get_search_path()
+        study_dir = Path(str(self.config.hydra.sweep.dir)).resolve()
+        snap = snapshot.take(snapshot.main_conf_dir(search_path), study_dir)
+        loader = snapshot.loader_for(search_path, snap.conf)
+        frozen = snapshot.recompose(loader, self.config)
+        frozen_jobs = Jobs(loader, frozen)
+        if snap.changed:
+            differs = snapshot.setup_differs(
+                self.compose(arguments), frozen_jobs.compose(arguments)
+            )
+            files = ", ".join(f"conf/{name}" for name in snap.changed)
+            name = self.config.search.study_name
+            if differs:
+                raise ConfigError(
+                    f"{files} changed since study {name!r} started, and the change alters "
+                    f"{', '.join(differs)}: its trials could not be compared with the study's. "
+                    f"Undo the edit (the study's copy: {snap.conf}), pass the value on the command "
+                    f"line, or start a new study with it: search.study_name={name}-2."
+                )
+            console.print(
+                f"[yellow]{files} changed since the study started; the study runs from its "
+                f"snapshot ({snap.conf}), so the edit is not applied. A new study "
+                f"(search.study_name={name}-2) takes the edited files.[/yellow]",
+                soft_wrap=True,
+            )
+        elif snap.created:
+            console.print(
+                f"[dim]configuration frozen for the study: {snap.conf}[/dim]", soft_wrap=True
+            )
+        self.config, self.jobs = frozen, frozen_jobs
 
     def plan(self, arguments: list[str]) -> SweepPlan:
         """Everything that can fail before a server starts fails here, with its reason."""

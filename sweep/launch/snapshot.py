@@ -1,0 +1,121 @@
+"""A study's configuration, frozen: every trial of every sweep composes from the same files.
+
+Hydra composes each trial anew from conf/ (sweep.launch.jobs), so a file edited while a sweep
+runs would change every later trial (an edit of `runs: 5` to `2` made later trials 2-run ones and
+one of them the "Best"). The first sweep of a study copies conf/ into the study's folder
+(`<tracking.dir>/<study>/snapshot/conf`, with a manifest of file digests) and composes from that
+copy; a later sweep of the study (a resume, another worker) composes from the study's copy too,
+so the command line is the only way a study changes. Files edited since are named: where they
+change what a measurement depends on (sweep.config.setup_key: engine, model, hardware,
+benchmark, the fixed server knobs, the prompts), the sweep is refused, because its trials could
+not be compared with the study's; other edits (a search file) are reported as not applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from harness.errors import ConfigError
+from sweep.config.setup_key import setup_key
+
+FOLDER = "snapshot"
+MANIFEST = "manifest.json"
+MAIN = "main"  # the search-path entry of the application's own conf/ (hydra.main config_path)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    conf: Path  # the frozen copy of conf/
+    created: bool  # by this sweep (the study's first)
+    changed: tuple[str, ...]  # files of conf/ that differ from the copy (relative paths)
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def main_conf_dir(search_path: ConfigSearchPath) -> Path:
+    for element in search_path.get_path():
+        if element.provider == MAIN and element.path and element.path.startswith("file://"):
+            return Path(element.path.removeprefix("file://"))
+        if element.provider == MAIN and element.path:
+            return Path(element.path)
+    raise ConfigError("no application config directory in Hydra's search path (conf/)")
+
+
+def take(conf: Path, study_dir: Path) -> Snapshot:
+    """The study's snapshot: made from `conf` by its first sweep, found by every later one."""
+    target = study_dir / FOLDER
+    frozen = target / "conf"
+    created = False
+    if not (target / MANIFEST).is_file():
+        study_dir.mkdir(parents=True, exist_ok=True)
+        # Copied beside it and renamed into place: workers starting together make one snapshot.
+        staging = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=study_dir))
+        shutil.copytree(conf, staging / "conf", ignore=shutil.ignore_patterns("__pycache__"))
+        manifest = {"source": str(conf), "files": _digests(staging / "conf")}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        try:
+            os.rename(staging, target)
+            created = True
+        except OSError:  # another worker's snapshot won
+            shutil.rmtree(staging, ignore_errors=True)
+    frozen_files = _digests(frozen)  # what trials compose from (the manifest is the record)
+    now = _digests(conf)
+    changed = sorted(
+        name for name in {*frozen_files, *now} if frozen_files.get(name) != now.get(name)
+    )
+    return Snapshot(frozen, created, tuple(changed))
+
+
+def loader_for(search_path: ConfigSearchPath, conf: Path) -> ConfigLoaderImpl:
+    """Hydra's config loader with the application's conf/ replaced by `conf`."""
+    replaced = type(search_path)()  # ConfigSearchPathImpl
+    for element in search_path.get_path():
+        path = f"file://{conf}" if element.provider == MAIN else element.path
+        replaced.append(element.provider, path)
+    return ConfigLoaderImpl(config_search_path=replaced)
+
+
+def recompose(loader: ConfigLoaderImpl, config: DictConfig) -> DictConfig:
+    """The sweep's own config as Hydra composed it, from the loader's files instead."""
+    overrides = [*config.hydra.overrides.hydra, *config.hydra.overrides.task]
+    fresh = loader.load_configuration(
+        config_name=config.hydra.job.config_name,
+        overrides=list(overrides),
+        run_mode=RunMode.MULTIRUN,
+    )
+    OmegaConf.copy_cache(from_config=config, to_config=fresh)
+    return fresh
+
+
+# The groups a measurement depends on (sweep.config.setup_key), named when an edit changes one.
+SETUP_GROUPS = ("engine", "model", "hardware", "benchmark", "server")
+
+
+def setup_differs(current: DictConfig, frozen: DictConfig) -> list[str]:
+    """The groups (or the prompts) whose composed values an edit of conf/ changed."""
+    groups = [
+        group
+        for group in SETUP_GROUPS
+        if OmegaConf.to_container(current[group], resolve=True)
+        != OmegaConf.to_container(frozen[group], resolve=True)
+    ]
+    if groups or setup_key(current) == setup_key(frozen):
+        return [f"{g}.*" for g in groups]
+    return ["the prompts or sampling"]
