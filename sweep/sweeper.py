@@ -112,9 +112,14 @@ class SpecsweepSweeperImpl(Sweeper):
             from sweep.launch.workers import launch_workers
 
             return launch_workers(self, arguments)
+        snap = None
         try:
-            self.freeze(arguments)
-            plan = self.plan(arguments)
+            try:
+                snap = self.freeze(arguments)
+                plan = self.plan(arguments)
+                self._commit(snap)
+            finally:
+                snapshot.discard(snap)  # a staged copy the study did not take (or a refusal's)
         except SpecsweepError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
             raise SystemExit(2) from None
@@ -134,7 +139,7 @@ class SpecsweepSweeperImpl(Sweeper):
         finally:
             signal.signal(signal.SIGTERM, previous)
 
-    def freeze(self, arguments: list[str]) -> None:
+    def freeze(self, arguments: list[str]) -> snapshot.Snapshot:
         """Compose everything from the study's snapshot of conf/ (sweep.launch.snapshot): made
         now by a study's first sweep, found by a resume, which is refused where files edited
         since would change what its trials measure."""
@@ -164,11 +169,19 @@ class SpecsweepSweeperImpl(Sweeper):
                 f"(search.study_name={name}-2) takes the edited files.[/yellow]",
                 soft_wrap=True,
             )
-        elif snap.created:
-            console.print(
-                f"[dim]configuration frozen for the study: {snap.conf}[/dim]", soft_wrap=True
-            )
         self.config, self.jobs = frozen, frozen_jobs
+        return snap
+
+    def _commit(self, snap: snapshot.Snapshot) -> None:
+        """The checks passed: a first sweep's staged snapshot becomes the study's, and the
+        trials compose from it there."""
+        assert self.config is not None and self.hydra_context is not None
+        if not snap.created:
+            return
+        conf = snapshot.commit(snap, Path(str(self.config.hydra.sweep.dir)).resolve())
+        search_path = self.hydra_context.config_loader.get_search_path()
+        self.jobs = Jobs(snapshot.loader_for(search_path, conf), self.config)
+        console.print(f"[dim]configuration frozen for the study: {conf}[/dim]", soft_wrap=True)
 
     def plan(self, arguments: list[str]) -> SweepPlan:
         """Everything that can fail before a server starts fails here, with its reason."""

@@ -36,8 +36,8 @@ MAIN = "main"  # the search-path entry of the application's own conf/ (hydra.mai
 
 @dataclass(frozen=True)
 class Snapshot:
-    conf: Path  # the frozen copy of conf/
-    created: bool  # by this sweep (the study's first)
+    conf: Path  # the frozen copy of conf/ that trials compose from
+    created: bool  # by this sweep (the study's first): staged until `commit`
     changed: tuple[str, ...]  # files of conf/ that differ from the copy (relative paths)
 
 
@@ -51,36 +51,47 @@ def _digests(root: Path) -> dict[str, str]:
 
 def main_conf_dir(search_path: ConfigSearchPath) -> Path:
     for element in search_path.get_path():
-        if element.provider == MAIN and element.path and element.path.startswith("file://"):
-            return Path(element.path.removeprefix("file://"))
         if element.provider == MAIN and element.path:
-            return Path(element.path)
+            return Path(element.path.removeprefix("file://"))
     raise ConfigError("no application config directory in Hydra's search path (conf/)")
 
 
 def take(conf: Path, study_dir: Path) -> Snapshot:
-    """The study's snapshot: made from `conf` by its first sweep, found by every later one."""
+    """The study's snapshot if it has one; else a staged copy of `conf` outside the study, which
+    `commit` makes the study's once the sweep's checks pass (a refused first sweep leaves none,
+    so fixing a file after it is not an edit of the study)."""
+    frozen = study_dir / FOLDER / "conf"
+    if (study_dir / FOLDER / MANIFEST).is_file():
+        now, then = _digests(conf), _digests(frozen)  # what trials compose from
+        changed = sorted(name for name in {*then, *now} if then.get(name) != now.get(name))
+        return Snapshot(frozen, False, tuple(changed))
+    staging = Path(tempfile.mkdtemp(prefix="specsweep-snapshot-"))
+    shutil.copytree(conf, staging / "conf", ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = {"source": str(conf), "files": _digests(staging / "conf")}
+    (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return Snapshot(staging / "conf", True, ())
+
+
+def commit(snap: Snapshot, study_dir: Path) -> Path:
+    """Where the study's snapshot is now: a staged one is copied into the study folder beside
+    its place and renamed into it, so workers starting together keep one (the first)."""
+    if not snap.created:
+        return snap.conf
     target = study_dir / FOLDER
-    frozen = target / "conf"
-    created = False
-    if not (target / MANIFEST).is_file():
-        study_dir.mkdir(parents=True, exist_ok=True)
-        # Copied beside it and renamed into place: workers starting together make one snapshot.
-        staging = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=study_dir))
-        shutil.copytree(conf, staging / "conf", ignore=shutil.ignore_patterns("__pycache__"))
-        manifest = {"source": str(conf), "files": _digests(staging / "conf")}
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        try:
-            os.rename(staging, target)
-            created = True
-        except OSError:  # another worker's snapshot won
-            shutil.rmtree(staging, ignore_errors=True)
-    frozen_files = _digests(frozen)  # what trials compose from (the manifest is the record)
-    now = _digests(conf)
-    changed = sorted(
-        name for name in {*frozen_files, *now} if frozen_files.get(name) != now.get(name)
-    )
-    return Snapshot(frozen, created, tuple(changed))
+    study_dir.mkdir(parents=True, exist_ok=True)
+    beside = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=study_dir))
+    shutil.copytree(snap.conf.parent, beside, dirs_exist_ok=True)
+    try:
+        os.rename(beside, target)
+    except OSError:  # another worker's snapshot won: the same files, or it would be refused
+        shutil.rmtree(beside, ignore_errors=True)
+    return target / "conf"
+
+
+def discard(snap: Snapshot | None) -> None:
+    """A staged copy goes once it is the study's or the sweep was refused; a study's stays."""
+    if snap is not None and snap.created:
+        shutil.rmtree(snap.conf.parent, ignore_errors=True)
 
 
 def loader_for(search_path: ConfigSearchPath, conf: Path) -> ConfigLoaderImpl:

@@ -145,7 +145,7 @@ def test_resuming_reuses_the_baseline_and_extends_the_study(tmp_path):
     tmp, port = tmp_path, free_port()
     first = sweep(tmp, port, "search.n_trials=1", "search.remeasure_baseline=false")
     assert first.returncode == 0, first.stdout + first.stderr
-    proc = sweep(tmp, port, "search.n_trials=1")
+    proc = sweep(tmp, port, "search.n_trials=2")  # the study's total: one more
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "reusing the study's baseline" in proc.stdout
     study = optuna.load_study(study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp}/optuna.db")
@@ -161,6 +161,7 @@ def test_bad_input_fails_fast_without_starting_anything(tmp_path):
     assert proc.returncode != 0
     assert "mem_fraction_static=1.5 is out of range" in proc.stdout + proc.stderr
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "optuna.db").exists()
+    assert not (tmp_path / "kimi-k25-eagle3").exists()  # no snapshot of a refused study either
 
 
 def test_comma_sweeps_are_refused_with_a_pointer_to_search_space(tmp_path):
