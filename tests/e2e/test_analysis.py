@@ -242,7 +242,9 @@ def test_reproduce_the_best_trial_and_launch_its_export(study):
     # By default the export is SGLang's command, even from this simulated study.
     dry = reproduce(results, "--dry-run")
     assert dry.returncode == 0 and "#!/usr/bin/env bash" in dry.stdout
-    assert "exec python -m sglang.launch_server" in dry.stdout and "--sim-" not in dry.stdout
+    assert "exec python -m sglang.launch_server" in dry.stdout
+    flags = [w for ln in dry.stdout.splitlines() if not ln.startswith("#") for w in ln.split()]
+    assert "--speculative-algorithm" in flags and not [w for w in flags if w.startswith("--sim-")]
     assert "SIMULATED" in dry.stdout and "warning: drafter.path=" in dry.stdout
     assert len(list((results / "reproduce").iterdir())) == 1  # dry run wrote nothing
 
