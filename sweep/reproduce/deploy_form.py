@@ -131,7 +131,10 @@ def _deploy_server(server: ServerSpec, overrides: Overrides) -> tuple[ServerSpec
         changes["host"] = overrides.host
     if overrides.port is not None:
         changes["port"] = overrides.port
-    return replace(server, **changes), notes  # ServerSpec checks the port's range again
+    try:
+        return replace(server, **changes), notes  # ServerSpec checks them as it checked the config
+    except ConfigError as exc:
+        raise ConfigError(f"--port {overrides.port}: {exc}") from exc
 
 
 def deploy_form(

@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         status = 0
     else:
         console.print(f"[red]reproduction failed: {result.outcome}: {result.error}[/red]")
-    console.print(f"launch script: {out / 'launch_server.sh'}", soft_wrap=True)
+    form = "python -m sglang.launch_server" if deployed.form == SGLANG else "the simulator's"
+    console.print(f"launch script: {out / 'launch_server.sh'} ({form})", soft_wrap=True)
     console.print(f"systemd unit:  {out / unit_name}", soft_wrap=True)
     console.print(f"trial folder:  {out / 'trial'}; MLflow run {run_id}", soft_wrap=True)
     return status

@@ -117,7 +117,7 @@ def test_a_loopback_service_says_who_can_reach_it_and_how_to_change_it(tmp_path)
     argv = opened.command.argv
     assert flag_value(argv, "--host") == "0.0.0.0" and flag_value(argv, "--port") == "8000"
     assert "every interface" in " ".join(opened.comments())
-    with pytest.raises(ConfigError, match=r"server\.port"):
+    with pytest.raises(ConfigError, match=r"--port 80: server\.port=80 is out of range"):
         deploy_form(spec, overrides=Overrides(port=80))
 
 
