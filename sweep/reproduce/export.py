@@ -1,6 +1,8 @@
 """A measured configuration as something to run in production: a launch script and a unit.
 
-Both carry the exact argv and environment of the trial's server (NCCL settings included).
+Both carry the argv and environment of the command to deploy (NCCL settings included): SGLang's
+command for the trial's configuration (sweep.reproduce.deploy_form), and above it, as comments,
+what the operator must know first (a placeholder path, the listening address, simulated numbers).
 Secrets never appear: an environment variable or flag value that looks like one is replaced by a
 reference to an environment variable the operator sets (SGLANG_API_KEY for --api-key).
 """
@@ -10,7 +12,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import asdict, dataclass
+import textwrap
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -42,6 +46,15 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _comments(notes: Sequence[str]) -> list[str]:
+    """Each note as `# ` lines: one line of text first (a newline in a path from the config
+    would end the comment and start a command or a directive), then wrapped to read."""
+    lines = []
+    for note in notes:
+        lines += [f"# {line}" for line in textwrap.wrap(_one_line(note), 96)]
+    return lines
+
+
 def _unit_quote(value: str, exec_line: bool) -> str:
     """systemd's quoting (systemd.syntax(7)): double quotes with C escapes, so a newline cannot
     end the line; % is a specifier and, on Exec lines, $ a variable, both doubled."""
@@ -54,11 +67,12 @@ def _unit_quote(value: str, exec_line: bool) -> str:
     return f'"{escaped}"'
 
 
-def launch_script(command: ServerCommand, description: str) -> str:
+def launch_script(command: ServerCommand, description: str, notes: Sequence[str] = ()) -> str:
     lines = [
         "#!/usr/bin/env bash",
         f"# {_one_line(description)}",
-        f"# Exported by specsweep on {datetime.now():%Y-%m-%d %H:%M}: the trial's exact command.",
+        f"# Exported by specsweep on {datetime.now():%Y-%m-%d %H:%M}.",
+        *_comments(notes),
         "set -euo pipefail",
     ]
     for name, value in sorted(redacted_env(command.env).items()):
@@ -71,13 +85,26 @@ def launch_script(command: ServerCommand, description: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def systemd_unit(command: ServerCommand, description: str, env_file: str) -> str:
+def systemd_unit(
+    command: ServerCommand, description: str, env_file: str, notes: Sequence[str] = ()
+) -> str:
     env = redacted_env(command.env)
     argv = [
         f"${{{SECRET_FLAG_ENV}}}" if part is None else _unit_quote(part, exec_line=True)
         for part in redacted_argv(command.argv)
     ]
+    if not command.argv[0].startswith("/"):
+        # systemd.service(5), since v239: a relative program is looked up in a search path fixed
+        # at systemd's build, not the PATH of the shell that installs the unit.
+        notes = [
+            *notes,
+            f"ExecStart's {command.argv[0]} is looked up in systemd's own search path "
+            "(/usr/local/bin, /usr/bin, ...), not your shell's PATH or virtual environment: "
+            f"replace it with the absolute path of the {command.argv[0]} that has SGLang "
+            "(e.g. /opt/sglang/.venv/bin/python).",
+        ]
     lines = [
+        *_comments(notes),
         "[Unit]",
         f"Description={_one_line(description).replace('%', '%%')}",
         "After=network-online.target",
@@ -117,7 +144,9 @@ class Deployment:
     why: str
     level: int | None
     argv: list[str]
-    simulated: bool
+    simulated: bool  # the numbers that chose it are the simulator's
+    form: str = "sglang"  # sweep.reproduce.deploy_form: sglang, or sim (the simulator's command)
+    warnings: list[str] = field(default_factory=list)  # also at the top of launch_server.sh
     adaptive_config: str | None = None
 
     def write(self, path: Path) -> Path:

@@ -4,7 +4,10 @@ Recompose a tracked trial's recorded config (default: the study's best by its ow
 latency limits; --level C: the best at concurrency C), relaunch its server,
 benchmark it with more runs, say whether the result is consistent with the recorded one, log the
 reproduction as an MLflow run nested under the original, and export `launch_server.sh` and a
-systemd unit with the exact command (secrets redacted). `--dry-run` only prints the exports.
+systemd unit (secrets redacted) with the command to deploy: `python -m sglang.launch_server` and
+the trial's SGLang flags, even from a simulated study (`--form sim`: the simulator's command),
+with the configured model and drafter paths (`--model-path`, `--drafter-path`, `--host` and
+`--port` change them in the exports only). `--dry-run` only prints the exports.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from sweep.config.schema import SpecsweepConfig, register
 from sweep.config.specs import build_trial_spec
 from sweep.launch.memory_default import left_to_sglang
 from sweep.readout.console import ConsoleReporter, console
+from sweep.reproduce.deploy_form import FORMS, SGLANG, Overrides, deploy_form
 from sweep.reproduce.export import Deployment, best_by_objective, launch_script, systemd_unit
 from sweep.study import levels
 from sweep.study.objective import Objective
@@ -125,6 +129,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--adaptive-config", help="SGLang adaptive-speculation JSON to deploy with (recorded)"
     )
+    parser.add_argument(
+        "--form",
+        choices=FORMS,
+        default=SGLANG,
+        help="the exported command: sglang (python -m sglang.launch_server, the default even "
+        "from a simulated study) or sim (the simulator's command, to try the export on a CPU)",
+    )
+    for flag, what in (
+        ("--model-path", "model.path"),
+        ("--drafter-path", "drafter.path"),
+        ("--host", "server.host"),
+    ):
+        parser.add_argument(flag, help=f"in the exports, instead of the recorded {what}")
+    parser.add_argument(
+        "--port", type=int, help="in the exports, instead of the recorded server.port"
+    )
     parser.add_argument("--runs", type=int, default=10, help="measured runs (more than a trial)")
     parser.add_argument("--dry-run", action="store_true", help="only print the exports")
     args = parser.parse_args(argv)
@@ -151,10 +171,16 @@ def main(argv: list[str] | None = None) -> int:
             "too (add --mem-fraction-static to launch_server.sh)"
         )
     command = build_server_command(spec.server, spec.engine)
-    p = run.data.params
-    config_text = labels.config_text(
-        {key: p.get("effective." + key, p.get(key)) for key in labels.CONFIG_KEYS}
-    )
+    try:
+        deployed = deploy_form(
+            spec, args.form, Overrides(args.model_path, args.drafter_path, args.host, args.port)
+        )
+    except SpecsweepError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    for warning in deployed.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+    config_text = labels.config_text(recorded_values(run.data.params))
     measured = run.data.metrics.get("tok_s", float("nan"))
     recorded_ci = run.data.metrics.get("tok_s_ci95", float("nan"))
     engine_note = " SIMULATED" if spec.engine.simulated else ""
@@ -164,15 +190,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     out = layout.reproduction(name, at)
     unit_name = f"specsweep-{args.experiment}.service"
-    script = launch_script(command, description)
-    unit = systemd_unit(command, description, f"/etc/specsweep/{args.experiment}.env")
+    notes = deployed.comments()
+    script = launch_script(deployed.command, description, notes)
+    unit = systemd_unit(
+        deployed.command, description, f"/etc/specsweep/{args.experiment}.env", notes
+    )
     deployment = Deployment(
         trial=name,
         run_id=run.info.run_id,
         why=why,
         level=args.level,
-        argv=list(command.argv),
+        argv=list(deployed.command.argv),
         simulated=spec.engine.simulated,
+        form=deployed.form,
+        warnings=list(deployed.warnings),
         adaptive_config=args.adaptive_config,
     )
     if args.dry_run:
@@ -213,10 +244,20 @@ def main(argv: list[str] | None = None) -> int:
         status = 0
     else:
         console.print(f"[red]reproduction failed: {result.outcome}: {result.error}[/red]")
-    console.print(f"launch script: {out / 'launch_server.sh'}", soft_wrap=True)
+    form = "python -m sglang.launch_server" if deployed.form == SGLANG else "the simulator's"
+    console.print(f"launch script: {out / 'launch_server.sh'} ({form})", soft_wrap=True)
     console.print(f"systemd unit:  {out / unit_name}", soft_wrap=True)
     console.print(f"trial folder:  {out / 'trial'}; MLflow run {run_id}", soft_wrap=True)
     return status
+
+
+def recorded_values(params: dict[str, str]) -> dict[str, str | None]:
+    """The configuration's searched values as the trial ran them (its effective.* params, else
+    the requested ones). MLflow keeps params as text, so a value the trial did not have (the
+    baseline's steps) reads "None": back to None, which labels.config_text names as
+    "speculation off" instead of "steps=None topk=None draft=None"."""
+    values = {key: params.get("effective." + key, params.get(key)) for key in labels.CONFIG_KEYS}
+    return {key: None if value in (None, "None") else value for key, value in values.items()}
 
 
 def reproduces(recorded: float, recorded_ci95: float, new: float, new_ci95: float) -> bool:

@@ -228,7 +228,8 @@ def reproduce(results, *args: str) -> subprocess.CompletedProcess:
 
 def test_reproduce_the_best_trial_and_launch_its_export(study):
     results, port, _ = study
-    proc = reproduce(results, "--runs", "3")
+    # --form sim: the simulator's command, so the exported script can be launched here
+    proc = reproduce(results, "--runs", "3", "--form", "sim")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The verdict itself is statistics (tests/unit/test_reproduce_verdict.py); here: it is given.
     assert "reproduced:" in proc.stdout and "consistent with the recorded result" in proc.stdout
@@ -237,8 +238,14 @@ def test_reproduce_the_best_trial_and_launch_its_export(study):
     unit = next(folder.glob("*.service")).read_text()
     assert "export NCCL_PROTO=LL" in script and "--speculative-algorithm EAGLE3" in script
     assert "ExecStart=" in unit and "Environment=NCCL_PROTO=LL" in unit
+    assert json.loads((folder / "deployment.json").read_text())["form"] == "sim"
+    # By default the export is SGLang's command, even from this simulated study.
     dry = reproduce(results, "--dry-run")
     assert dry.returncode == 0 and "#!/usr/bin/env bash" in dry.stdout
+    assert "exec python -m sglang.launch_server" in dry.stdout
+    flags = [w for ln in dry.stdout.splitlines() if not ln.startswith("#") for w in ln.split()]
+    assert "--speculative-algorithm" in flags and not [w for w in flags if w.startswith("--sim-")]
+    assert "SIMULATED" in dry.stdout and "warning: drafter.path=" in dry.stdout
     assert len(list((results / "reproduce").iterdir())) == 1  # dry run wrote nothing
 
     server = subprocess.Popen(
