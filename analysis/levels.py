@@ -109,6 +109,17 @@ def latest_levels(folders: list[Path]) -> list[dict]:
     return json.loads(max(found, key=lambda p: p.name).read_text())
 
 
+def latest_deploy(folders: list[Path]) -> str | None:
+    """The study's answer as its latest sweep's summary wrote it (sweep.study.deploy): the line
+    the console ended with, without its "Next:" command. None before any summary has one."""
+    found = [p for d in folders for p in d.glob("summary-*.json")]
+    for path in sorted(found, key=lambda p: p.name, reverse=True):
+        decision = json.loads(path.read_text()).get("deploy") or {}
+        if decision.get("line"):
+            return decision["line"].splitlines()[0]
+    return None
+
+
 def levels_table(rows: list[dict]) -> pd.DataFrame:
     out = []
     for row in rows:

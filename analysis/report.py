@@ -82,11 +82,15 @@ def write_report(
                 f", {b['tok_s'] / base['tok_s']:.2f}× the baseline ({base['tok_s']:.1f} tok/s)"
             )
     heading = html.escape(title(df, "specsweep report"))
-    body = [
-        f"<h1>{heading}</h1>",
+    answer = levels.latest_deploy(study_dirs or [])  # the study's answer, as the console said it
+    body = [f"<h1>{heading}</h1>"]
+    if answer:
+        body.append(f"<p><strong>{html.escape(answer)}</strong></p>")
+        verdict = f"fastest measured: {verdict.removeprefix('best: ')}"
+    body.append(
         f"<p>{html.escape(verdict)}. Generated {datetime.now():%Y-%m-%d %H:%M} from "
-        f"<code>{html.escape(origin)}</code>.</p>",
-    ]
+        f"<code>{html.escape(origin)}</code>.</p>"
+    )
     if df["simulated"].any():
         body.append(
             "<p><strong>SIMULATED</strong>: engine=sim numbers come from a performance "

@@ -63,6 +63,10 @@ def pick_run(
     if run_id:
         return client.get_run(run_id), "the run asked for"
     runs = trial_runs(client, experiment)
+    if level is None:  # the study's own answer, as its last sweep's Deploy line said it
+        answer = study_answer(client, experiment, runs)
+        if answer is not None:
+            return answer
     if not runs:
         raise SystemExit(f"experiment {experiment!r} has no successful trial to reproduce")
     cfg = recorded_config(client, runs[0])
@@ -93,6 +97,40 @@ def pick_run(
     if recommend == levels.OFF:
         return bases[-1], f"{levels.OFF} at concurrency {level}: {reason}"
     return runs[index], f"{why}; {reason}"
+
+
+def study_answer(client: MlflowClient, experiment: str, runs: list[Run]) -> tuple[Run, str] | None:
+    """The run the study's last finished sweep said to deploy (its parent run's
+    `specsweep.deploy` tag, sweep.study.deploy): a trial, or the baseline for speculation off.
+    None for a study recorded before the tag, or one whose named run is not here."""
+    sweeps = [
+        r
+        for r in trial_runs_any(client, experiment, "sweep")
+        if r.data.tags.get("specsweep.deploy")
+    ]
+    if not sweeps:
+        return None
+    tags = sweeps[0].data.tags
+    answer, line = tags["specsweep.deploy"], tags.get("specsweep.deploy_line", "")
+    why = f"the study's answer ({line.splitlines()[0] if line else answer})"
+    if answer == "baseline":
+        bases = trial_runs(client, experiment, role="baseline")
+        return (bases[-1], why) if bases else None  # the first measurement, not the re-check
+    named = [r for r in runs if r.data.tags.get("mlflow.runName") == answer]
+    return (named[0], why) if named else None
+
+
+def trial_runs_any(client: MlflowClient, experiment: str, role: str) -> list[Run]:
+    """Runs of a role whatever their outcome, newest first (a sweep's parent has none)."""
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return client.search_runs(
+        [found.experiment_id],
+        filter_string=f"tags.`specsweep.role` = '{role}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=100,
+    )
 
 
 def per_run(client: MlflowClient, run: Run, key: str) -> dict[int, float]:

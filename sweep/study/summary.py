@@ -20,7 +20,7 @@ from sweep.readout import comparisons
 from sweep.readout.console import console, summary_table
 from sweep.readout.ranking import for_objective
 from sweep.readout.verdict import best_of, summary_lines, wall_time_line
-from sweep.study import levels
+from sweep.study import deploy, levels
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import cap_of, caps, caps_line
 from sweep.study.objective import Objective
@@ -126,6 +126,7 @@ def write_summary(
     per_level: list[levels.LevelRow] | None = None,
     objective: Objective | None = None,
     compared: comparisons.Comparisons | None = None,
+    decision: deploy.Decision | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
@@ -148,6 +149,9 @@ def write_summary(
         "objective_detail": objective_detail(objective) if objective else None,
         # The recommendation per concurrency level (sweep.study.levels)
         "levels": levels.as_dict(per_level or []),
+        # The study's one answer (sweep.study.deploy): what the console's Deploy line, the
+        # report's headline, the parent run's tags and sweep.reproduce's default say
+        "deploy": decision.as_dict() if decision is not None else None,
         "trials": [r.to_dict() for r in done.results],
     }
     path.write_text(json.dumps(data, indent=2, default=str))
@@ -227,19 +231,34 @@ def finish(
             f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "
             + ", ".join(sorted(over))
         )
+    decision = deploy.decide(
+        done.results,
+        done.baseline,
+        ranking,
+        rows,
+        set(over),
+        str(cfg.tracking.experiment),
+        str(cfg.tracking.dir),
+    )
+    if decision.tied_with:  # the Best line carries its caveat itself
+        lines = [
+            f"{line}; {deploy.tie_text(decision.tied_with)}" if "Best:" in line else line
+            for line in lines
+        ]
     baselines = [done.baseline, done.uncapped] if done.measured_here is None else done.measured_here
     this_sweep = [r for r in (*baselines, *done.own, done.recheck) if r is not None]
     lines.append(wall_time_line(this_sweep, done.total_s))
     if objective.multi:
         lines.append(pareto_lines(study, objective))
+    lines.append("\n" + decision.line())
     for line in lines:
-        console.print(line)
+        console.print(line, soft_wrap=True)
     metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
     metrics["n_infeasible"] = float(len(over))
     summary = ResultsLayout.summary_file(study_dir)
-    write_summary(summary, cfg, done, parent, metrics, rows, objective, compared)
+    write_summary(summary, cfg, done, parent, metrics, rows, objective, compared, decision)
     artifacts = [summary, *sweep_artifacts(cfg, study, objective, study_dir, summary, rows)]
-    tracker.end_sweep(parent, metrics, artifacts, done.status)
+    tracker.end_sweep(parent, metrics, artifacts, done.status, deploy.tags(decision))
     report = next(
         (p for p, folder in artifacts_in(artifacts, "report") if p.suffix == ".html"), None
     )

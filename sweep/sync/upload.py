@@ -64,7 +64,17 @@ def sync(tracking_dir: Path, mlflow_uri: str) -> dict[str, list[str]]:
             status = (
                 data["status"] if data["status"] in ("FINISHED", "FAILED", "KILLED") else "FAILED"
             )
-            tracker.close_sweep(run_id, data.get("metrics") or {}, [summary], status)
+            decision = data.get("deploy") or {}
+            tags = {  # the study's answer, as the sweep would have tagged it (sweep.study.deploy)
+                f"specsweep.{key}": str(decision[src])[:5000]
+                for key, src in (
+                    ("deploy", "deploy"),
+                    ("deploy_config", "config"),
+                    ("deploy_line", "line"),
+                )
+                if decision.get(src) is not None
+            }
+            tracker.close_sweep(run_id, data.get("metrics") or {}, [summary], status, tags)
             report["closed"].append(run_id)
     return report
 

@@ -140,11 +140,12 @@ class Tracker:
         metrics: dict[str, float],
         artifacts: list[Path | tuple[Path, str]],  # a file, or (file, artifact folder)
         status: str,
+        tags: dict[str, str] | None = None,
     ) -> None:
         if run_id is None or self.offline:
             return
         try:
-            self.close_sweep(run_id, metrics, artifacts, status)
+            self.close_sweep(run_id, metrics, artifacts, status, tags)
         except Exception as exc:
             self._went_offline(exc)
 
@@ -154,8 +155,11 @@ class Tracker:
         metrics: dict[str, float],
         artifacts: list[Path | tuple[Path, str]],
         status: str,
+        tags: dict[str, str] | None = None,
     ) -> None:
         self._log(run_id, metrics=metrics)
+        for key, value in (tags or {}).items():
+            self.client.set_tag(run_id, key, value)
         for item in artifacts:
             path, folder = item if isinstance(item, tuple) else (item, None)
             self.client.log_artifact(run_id, str(path), folder)

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+
+from mlflow.tracking import MlflowClient
 
 from harness.server.procs import free_port
+from tests.conftest import ROOT
 from tests.e2e.test_sweep_cli import sweep
 
 QUIET = ("search.remeasure_baseline=false",)
@@ -61,3 +66,35 @@ def test_n_trials_per_sweep_when_asked(tmp_path):
     assert len(launched) == 2
     bad = sweep(tmp_path, port, "search.n_trials_scope=forever", *QUIET)
     assert bad.returncode == 2 and "search.n_trials_scope='forever'" in bad.stdout
+
+
+def test_the_deploy_line_agrees_on_the_console_in_the_summary_on_mlflow_and_in_the_export(
+    tmp_path,
+):
+    proc = sweep(tmp_path, free_port(), "search.n_trials=2", *QUIET)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    console_line = next(line for line in proc.stdout.splitlines() if line.startswith("Deploy:"))
+    decision = last_summary(tmp_path)["deploy"]
+    assert console_line == decision["line"].splitlines()[0]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.get_experiment_by_name("kimi-k25-eagle3").experiment_id
+    (parent,) = client.search_runs([experiment], "tags.`specsweep.role` = 'sweep'")
+    assert parent.data.tags["specsweep.deploy"] == decision["deploy"]
+    assert parent.data.tags["specsweep.deploy_line"].splitlines()[0] == console_line
+    export = subprocess.run(
+        [
+            *(sys.executable, "-m", "sweep.reproduce", "--experiment", "kimi-k25-eagle3"),
+            *("--results", str(tmp_path), "--dry-run"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert export.returncode == 0, export.stdout + export.stderr
+    assert "the study's answer" in export.stdout
+    if decision["deploy"] == "baseline":  # speculation off: the export has no drafter
+        assert "--speculative-algorithm" not in export.stdout
+    else:
+        assert f"{decision['deploy']}" in export.stdout
+        assert "--speculative-algorithm" in export.stdout

@@ -1,0 +1,167 @@
+"""The study's one answer: what to deploy, said the same way on the console, in the summary
+JSON, on MLflow's parent run, in the report and by `sweep.reproduce`'s default export.
+
+The rule is the Best line's (sweep.readout.verdict): the best measured trial by the study's
+ranking (its objective; over a latency limit never), deployed only if it beats the baseline
+beyond noise: the paired 95% interval of its speedup (run r of both sent the same prompts) above
+1x, or without pairs its lower bound above the baseline's upper bound. Otherwise the answer is
+the baseline: "speculation off". A study without a baseline deploys its best trial and says it
+was not compared. A best whose 95% interval overlaps the runner-up's is named as tied with it:
+the runs cannot tell the two apart, and either is as good an answer. Where the study measured
+several levels, each level's own answer (sweep.study.levels) is given beside the headline.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.record import labels
+from harness.record.results import Outcome, TrialResult
+from harness.record.stats import paired_ratio
+from sweep.readout.ranking import Ranking
+from sweep.readout.verdict import best_of, ratio_interval
+from sweep.study import levels
+
+BASELINE = "baseline"
+
+
+@dataclass
+class Decision:
+    deploy: str  # a trial's name, or BASELINE (speculation off)
+    config: str  # labels.config_text of what is deployed, or levels.OFF
+    reason: str
+    best: str | None = None  # the best trial by the objective, deployed or not
+    speedup: float | None = None
+    low: float | None = None
+    high: float | None = None
+    tied_with: list[str] = field(default_factory=list)  # runner-ups within the best's interval
+    per_level: dict[int, str] = field(default_factory=dict)  # C -> trial name or levels.OFF
+    next_command: str = ""
+
+    @property
+    def speculation(self) -> bool:
+        return self.deploy != BASELINE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "line": plain(self.line())}
+
+    def line(self) -> str:
+        what = levels.OFF if not self.speculation else f"{self.deploy} ({self.config})"
+        text = f"[bold]Deploy:[/bold] {what}: {self.reason}"
+        if self.speedup is not None:
+            interval = (
+                f", 95% interval {ratio_interval(self.low, self.high)}"
+                if self.low is not None and self.high is not None
+                else ""
+            )
+            best = self.best if not self.speculation else "it"
+            text += f" ({best}: {self.speedup:.2f}× the baseline{interval})"
+        if self.tied_with and self.speculation:
+            text += f"; {tie_text(self.tied_with)}"
+        if len(self.per_level) > 1:
+            each = ", ".join(f"{c}: {answer}" for c, answer in sorted(self.per_level.items()))
+            text += f". Per level (table above): {each}"
+        return text + f".\n  Next: {self.next_command}"
+
+
+def tie_text(names: list[str], shown: int = 3) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (
+        f"tied with {', '.join(names[:shown])}{more} (the 95% intervals overlap: these runs "
+        "cannot tell them apart)"
+    )
+
+
+def plain(text: str) -> str:
+    """The line without console markup, for files and MLflow."""
+    return text.replace("[bold]", "").replace("[/bold]", "")
+
+
+def decide(
+    results: list[TrialResult],
+    baseline: TrialResult | None,
+    ranking: Ranking,
+    rows: list[levels.LevelRow],
+    exclude: set[str],
+    experiment: str,
+    results_dir: str,
+) -> Decision:
+    best = best_of(results, exclude, ranking)
+    base_ok = baseline is not None and baseline.outcome is Outcome.OK
+    decision = _decision(best, baseline if base_ok else None, ranking)
+    if best is not None:
+        decision.tied_with = tied(best, results, exclude, ranking)
+    decision.per_level = {row.concurrency: row.recommend for row in rows}
+    decision.next_command = shlex.join(
+        ["python", "-m", "sweep.reproduce", "--experiment", experiment, "--results", results_dir]
+    ) + (
+        "   (re-measures it and exports launch_server.sh for it)"
+        if decision.speculation
+        else "   (re-measures the baseline and exports its launch, without speculation)"
+    )
+    return decision
+
+
+def _decision(best: TrialResult | None, baseline: TrialResult | None, ranking: Ranking):
+    if best is None:
+        reason = "no trial was measured within the limits"
+        return Decision(BASELINE, levels.OFF, reason)
+    config = labels.config_text(best.effective or best.params)
+    if baseline is None:
+        reason = "the fastest measured; no baseline was measured, so not a comparison"
+        return Decision(best.name, config, reason, best=best.name)
+    tok, base = ranking.value(best), ranking.value(baseline)
+    if not tok or not base:
+        return Decision(best.name, config, "no baseline value to compare", best=best.name)
+    ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))
+    paired = math.isfinite(ratio.low) and math.isfinite(ratio.high)
+    if paired:
+        faster = ratio.low > 1
+    else:
+        ci, base_ci = ranking.ci95(best), ranking.ci95(baseline)
+        faster = tok - (ci if ci is not None else math.inf) > base + (
+            base_ci if base_ci is not None else math.inf
+        )
+    low, high = (ratio.low, ratio.high) if paired else (None, None)
+    if faster:
+        reason = f"faster than the baseline beyond the 95% interval ({ranking.unit})"
+        return Decision(best.name, config, reason, best.name, tok / base, low, high)
+    reason = "no configuration beats the baseline beyond the 95% interval"
+    return Decision(BASELINE, levels.OFF, reason, best.name, tok / base, low, high)
+
+
+def tied(
+    best: TrialResult, results: list[TrialResult], exclude: set[str], ranking: Ranking
+) -> list[str]:
+    """Measured trials whose 95% interval overlaps the best one's (neither is better beyond
+    noise), fastest first; a trial without an interval is compared by its mean alone."""
+    value, ci = ranking.value(best), ranking.ci95(best) or 0.0
+    if value is None:
+        return []
+    found = []
+    for r in results:
+        other = ranking.value(r)
+        if (
+            r is best
+            or r.outcome is not Outcome.OK
+            or r.name in exclude
+            or other is None
+            or (r.effective and r.effective == best.effective)  # the same server
+        ):
+            continue
+        if other + (ranking.ci95(r) or 0.0) >= value - ci:
+            found.append((other, r.name))
+    return [name for _, name in sorted(found, reverse=True)]
+
+
+def tags(decision: Decision) -> dict[str, str]:
+    """The parent run's tags: `specsweep.deploy` (a trial's name or baseline) is what
+    sweep.reproduce exports by default."""
+    return {
+        "specsweep.deploy": decision.deploy,
+        "specsweep.deploy_config": decision.config,
+        "specsweep.deploy_line": plain(decision.line())[:5000],
+    }
