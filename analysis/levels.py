@@ -148,10 +148,11 @@ def levels_table(rows: list[dict]) -> pd.DataFrame:
 
 
 def importances(folders: list[Path]) -> pd.DataFrame:
-    """Optuna's parameter importances (fANOVA), one column per objective."""
+    """Optuna's parameter importances (fANOVA), one column per objective; a parameter the
+    study held still is not in it (sweep.study.artifacts), and a missing value stays missing."""
     for folder in folders:
         path = folder / "importances.json"
         if path.is_file():
             data = json.loads(path.read_text())
-            return pd.DataFrame(data).fillna(0.0).round(3).rename_axis("parameter")
+            return pd.DataFrame(data).round(3).rename_axis("parameter")
     return pd.DataFrame()

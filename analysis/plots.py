@@ -119,16 +119,27 @@ def accept_vs_speed(df: pd.DataFrame) -> Figure:
     return fig
 
 
+def held_at(rows: pd.DataFrame, name: str) -> float | None:
+    """The one value every trial ran `name` at (a knob the search held still), else None."""
+    values = rows[name].dropna().unique() if name in rows else []
+    return float(values[0]) if len(values) == 1 else None
+
+
 def parameter_effects(df: pd.DataFrame) -> Figure:
     rows = trials(df)
     fig, grid = plt.subplots(2, 3, figsize=(13, 8), sharey=True)
     axes, legend_ax = list(grid.flat[: len(NUMERIC)]), grid.flat[-1]
     ok = measured(df)
     floor = (ok["tok_s"].min() if not ok.empty else 1.0) * 0.9
-    rng = np.random.default_rng(0)
     for ax, name in zip(axes, NUMERIC, strict=True):
-        jitter = rng.uniform(-0.15, 0.15, len(ok)) * (0.01 if name == "mem_fraction_static" else 1)
-        ax.scatter(ok[name] + jitter, ok["tok_s"], s=30, color="tab:blue", label="measured")
+        # No jitter: a spread would invent values nobody ran. Trials on one point overlap.
+        ax.scatter(ok[name], ok["tok_s"], s=30, color="tab:blue", alpha=0.6, label="measured")
+        held = held_at(rows, name)
+        if held is not None:
+            ax.text(
+                0.5, 0.95, f"held at {held:g} in every trial (not searched)",
+                transform=ax.transAxes, ha="center", va="top", fontsize=8, color="0.3",
+            )  # fmt: skip
         for outcome, (marker, color, label) in FAIL_STYLE.items():
             failed = rows[rows["outcome"] == outcome]
             if not failed.empty:
@@ -160,7 +171,14 @@ def parameter_effects(df: pd.DataFrame) -> Figure:
 def oom_map(df: pd.DataFrame) -> Figure:
     rows = trials(df)
     fig, ax = plt.subplots(figsize=(8, 5))
-    rng = np.random.default_rng(1)
+    held = [held_at(rows, k) for k in ("mem_fraction_static", "hicache_size")]
+    if None not in held:
+        ax.text(
+            0.5, 0.85,
+            f"every trial ran mem_fraction_static {held[0]:g} and hicache_size {held[1]:g}:\n"
+            "no memory to map (search.memory=auto holds them at concurrency 1)",
+            transform=ax.transAxes, ha="center", va="center", fontsize=10,
+        )  # fmt: skip
     styles = {
         "ok": ("o", "tab:green", "ok"),
         "pruned": ("o", "tab:olive", "ok (stopped early)"),
@@ -171,8 +189,8 @@ def oom_map(df: pd.DataFrame) -> Figure:
         if group.empty:
             continue
         ax.scatter(
-            group["mem_fraction_static"] + rng.uniform(-0.002, 0.002, len(group)),
-            group["hicache_size"] + rng.uniform(-1.5, 1.5, len(group)),
+            group["mem_fraction_static"],
+            group["hicache_size"],
             marker=marker,
             color=color,
             s=60,

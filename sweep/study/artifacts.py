@@ -63,7 +63,10 @@ def importances(study: optuna.Study, objective: Objective) -> dict[str, dict[str
         except (ValueError, RuntimeError) as exc:  # e.g. no parameter varied in every trial
             log.info("no parameter importances for %s: %s", label, exc)
             continue
-        found[label] = {k: round(float(v), 4) for k, v in values.items()}
+        # A knob every trial ran at one value (search.memory held it) has no effect to measure:
+        # left out, not listed at 0.000, which would read as "does not matter".
+        held = {k for k in values if len({t.params.get(k) for t in trials}) == 1}
+        found[label] = {k: round(float(v), 4) for k, v in values.items() if k not in held}
     return found
 
 

@@ -23,13 +23,14 @@ from harness.record.layout import stamp
 from harness.record.results import Outcome, TrialResult
 from harness.workload import load_prompts
 from sweep.adaptive import config_file as adaptive_config
+from sweep.config.fraction import FRACTION
 from sweep.config.specs import build_benchmark_spec
 from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
 from sweep.launch.workers import shares_node
 from sweep.readout.banner import runs_line, software_notice, workload_line
 from sweep.readout.console import console
-from sweep.study import opening
+from sweep.study import memory, opening
 from sweep.study.baseline import Baseline, needs_uncapped
 from sweep.study.driver import SearchDriver
 from sweep.study.history import study_results
@@ -48,6 +49,27 @@ _FINISHED = (
 )
 # Trials whose result came from a server (what software can change).
 _MEASURED = (Outcome.OK, Outcome.OOM, Outcome.PRUNED, Outcome.CRASH, Outcome.TIMEOUT)
+
+
+def pinned_line(search, objective, searched: set[str]) -> str | None:
+    """The memory knobs search.memory holds still, why, and the override that searches them."""
+    if memory.resolve_mode(str(search.get("memory", "auto")), objective) != "pin":
+        return None
+    knobs = [k for k in (FRACTION, memory.HICACHE) if k in searched]
+    if not knobs:
+        return None
+    first = next((dict(p) for p in search.get("enqueue") or [] if FRACTION in p), {})
+    held = []
+    if FRACTION in knobs:
+        value = f" at {first[FRACTION]}" if FRACTION in first else ""
+        held.append(f"{FRACTION}{value} (the first started trial's, moved only where it OOMs)")
+    if memory.HICACHE in knobs:
+        held.append(f"{memory.HICACHE} at its smallest choice (off)")
+    return (
+        f"held, not searched: {'; '.join(held)}. search.memory=auto holds them because the "
+        "objective reads concurrency 1 only, where the memory knobs decide whether the server "
+        "starts, not its speed (docs/search.md); search.memory=sample searches them"
+    )
 
 
 def _trials(n: int) -> str:
@@ -195,6 +217,9 @@ class StudyRun:
             soft_wrap=True,
         )
         console.print(workload_line(spec, prompts), soft_wrap=True)
+        held = pinned_line(cfg.search, self.plan.objective, set(self.plan.space.params))
+        if held:
+            console.print(held, soft_wrap=True)
         if self.pool is not None:
             groups = "; ".join(",".join(g) for g in self.pool.groups)
             if self.plan.slots > 1:
