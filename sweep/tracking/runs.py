@@ -68,6 +68,28 @@ def baseline_runs(record: dict[str, Any]) -> dict[int, float]:
     return {int(k): float(v) for k, v in (record.get("baseline_runs") or {}).items()}
 
 
+# MLflow's status: FINISHED for a trial with a result (measured, stopped early with what it
+# measured, or a duplicate given its source's), KILLED for one the sweep stopped, FAILED for the
+# rest; the outcome itself is the specsweep.outcome tag.
+_FINISHED = (Outcome.OK, Outcome.PRUNED, Outcome.DUPLICATE)
+
+
+def run_status(outcome: Outcome) -> str:
+    if outcome in _FINISHED:
+        return "FINISHED"
+    return "KILLED" if outcome is Outcome.INTERRUPTED else "FAILED"
+
+
+def trial_times(result: TrialResult) -> tuple[int | None, int | None]:
+    """(start, end) of the trial in epoch ms: its result.json was written as it ended, and it
+    ran wall_s before that. (None, None) without a folder to read."""
+    path = Path(result.folder) / "result.json" if result.folder else None
+    if path is None or not path.is_file():
+        return None, None
+    end = int(path.stat().st_mtime * 1000)
+    return (end - int(result.wall_s * 1000) if result.wall_s else None), end
+
+
 class Tracker:
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path):
         if tracking_uri.startswith(("http://", "https://")):
@@ -283,7 +305,11 @@ class Tracker:
             tags["specsweep.related"] = result.related
         if result.oom_kind:
             tags["specsweep.oom_kind"] = result.oom_kind
-        run = self.client.create_run(self.experiment_id, run_name=result.name, tags=tags)
+        # The trial's own start and end, so the UI's Duration is the trial's, not the upload's.
+        start, end = trial_times(result)
+        run = self.client.create_run(
+            self.experiment_id, run_name=result.name, tags=tags, start_time=start
+        )
         run_id = run.info.run_id
         # The same keys for every trial, whatever its outcome ("None": not known for this one).
         params = {key: result.params.get(key) for key in PARAM_KEYS}
@@ -305,8 +331,7 @@ class Tracker:
             self._log_workload(run_id, Path(result.folder))
         if result.folder and Path(result.folder).is_dir():
             self.client.log_artifacts(run_id, result.folder)
-        status = "FINISHED" if result.outcome is Outcome.OK else "FAILED"
-        self.client.set_terminated(run_id, status=status)
+        self.client.set_terminated(run_id, status=run_status(result.outcome), end_time=end)
         return run_id
 
     def _log_workload(self, run_id: str, folder: Path) -> None:
