@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.record import labels
@@ -38,6 +39,31 @@ _OUTCOME_STYLE = {
     Outcome.KNOWN_CRASH: "magenta",
     Outcome.PRUNED: "yellow",
 }
+
+
+def simulated_timing_line(result: TrialResult) -> str | None:
+    """What a simulated trial's timings are worth when the host, not the model, set them:
+    `simulator_behind` (the engine trailed its clock, harness.measure.sim_timing) or
+    `host_overloaded` (the load average above the cores while it ran); None otherwise."""
+    m = result.metrics
+    load = m.get("host_load_1m")
+    cores = int(m.get("host_cores", 0))
+    host = f"host load {load:.1f} on {cores} cores" if load is not None else "host load unread"
+    behind = 100 * m.get("sim_behind_share", 0.0)
+    if "simulator_behind" in result.warnings:
+        return (
+            f"SIMULATED timing distorted: the simulator trailed its clock by {behind:.0f}% "
+            f"({host}); its rates read about that much low, the host's CPU and not the "
+            "configuration. Lower engine.clock_scale or use a quieter host (docs/simulator.md, "
+            '"Falling behind the clock").'
+        )
+    if "host_overloaded" in result.warnings:
+        return (
+            f"SIMULATED timing may be distorted: {host} while it ran (the simulator kept its "
+            f"clock within {behind:.1f}%, but the benchmark client shares those cores). Use a "
+            'quieter host (docs/simulator.md, "Falling behind the clock").'
+        )
+    return None
 
 
 def fmt_duration(seconds: float) -> str:
@@ -191,6 +217,8 @@ class ConsoleReporter:
         console.print(line)
         if (memory := memory_line(result)) is not None:  # the KV pool at a level above 1
             console.print(f"{self.indent}{memory}", soft_wrap=True)
+        if (timing := simulated_timing_line(result)) is not None:
+            console.print(f"{self.indent}[yellow]warning:[/] {escape(timing)}", soft_wrap=True)
         truncated = result.metrics.get("truncation_rate", 0.0)
         if truncated > TRUNCATION_WARNING:
             console.print(
