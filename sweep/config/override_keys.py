@@ -19,13 +19,14 @@ import dataclasses
 import difflib
 import itertools
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
+from omegaconf import DictConfig, OmegaConf
 
 from sweep.config.schema import SpecsweepConfig
 
@@ -44,15 +45,24 @@ _VALUE_FLAGS = {
     "--info",
     "--experimental-rerun",
 }
-_FREE = "*"  # below this node any key is valid (a map, a list, Any)
+_FREE = "*"  # below this node any key is valid (a list, Any, a map of Any)
+
+
+class _Map(NamedTuple):
+    """A Dict[str, X] field: any entry name (+ adds one), each entry an X."""
+
+    value: Any
 
 
 def _schema_type(hint: Any) -> Any:
-    """Optional[X] -> X; a map, a list or Any -> _FREE; a dataclass or a leaf type as is."""
+    """Optional[X] -> X; Dict[str, X] -> _Map(X); a list or Any -> _FREE; else as is."""
     if typing.get_origin(hint) is Union:
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     origin = typing.get_origin(hint)
-    if hint is Any or origin in (dict, list) or hint in (dict, list):
+    if origin is dict:
+        args = typing.get_args(hint)
+        return _Map(_schema_type(args[1]) if len(args) == 2 else _FREE)
+    if hint is Any or origin is list or hint in (dict, list):
         return _FREE
     return hint
 
@@ -62,18 +72,42 @@ def _children(cls: type) -> dict[str, Any]:
     return {f.name: _schema_type(hints[f.name]) for f in dataclasses.fields(cls)}
 
 
+def _walk(key: str, root: type) -> tuple[bool, bool]:
+    """(whether the schema has `key`, whether its path runs through a map's entry)."""
+    node: Any = root
+    through_map = False
+    for part in key.split("."):
+        if node is _FREE:
+            return True, through_map
+        if isinstance(node, _Map):  # `part` names an entry: the composed config has them
+            node, through_map = node.value, True
+            continue
+        if not dataclasses.is_dataclass(node):
+            return False, through_map  # below a leaf (search.n_trials.x)
+        children = _children(node)
+        if part not in children:
+            return False, through_map
+        node = children[part]
+    return True, through_map
+
+
+def is_known(key: str, root: type = SpecsweepConfig) -> bool:
+    """Whether the schema has `key`, an entry of one of its maps included
+    (search.space.<any>.high; search.space.<any>.hgh is not)."""
+    return _walk(key, root)[0]
+
+
 @cache
 def free_maps(root: type = SpecsweepConfig) -> tuple[str, ...]:
-    """The schema's map-typed fields, where + may add keys (search.space, hardware.env, ...)."""
+    """The schema's map fields, where + adds entries (search.space, hardware.env, ...)."""
     maps: list[str] = []
 
     def walk(cls: type, prefix: str) -> None:
-        for f in dataclasses.fields(cls):
-            hint = typing.get_type_hints(cls)[f.name]
-            if typing.get_origin(hint) is dict:
-                maps.append(prefix + f.name)
-            elif dataclasses.is_dataclass(hint):
-                walk(hint, f"{prefix}{f.name}.")
+        for name, kind in _children(cls).items():
+            if isinstance(kind, _Map):
+                maps.append(prefix + name)
+            elif dataclasses.is_dataclass(kind):
+                walk(kind, f"{prefix}{name}.")
 
     walk(root, "")
     return tuple(maps)
@@ -81,7 +115,8 @@ def free_maps(root: type = SpecsweepConfig) -> tuple[str, ...]:
 
 @cache
 def schema_keys(root: type = SpecsweepConfig) -> tuple[str, ...]:
-    """Every dotted key of the schema, nodes and leaves (`search`, `search.sampler.name`)."""
+    """Every dotted key of the schema, nodes and leaves (`search`, `search.sampler.name`); a
+    map's entries are the composed config's (`composed_keys`)."""
     keys: list[str] = []
 
     def walk(cls: type, prefix: str) -> None:
@@ -94,46 +129,55 @@ def schema_keys(root: type = SpecsweepConfig) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def is_known(key: str, root: type = SpecsweepConfig) -> bool:
-    """Whether the schema has `key`, or `key` lies below one of its free-form fields."""
-    node: Any = root
-    for part in key.split("."):
-        if node is _FREE:
-            return True
-        if not dataclasses.is_dataclass(node):
-            return False  # below a leaf (search.n_trials.x)
-        children = _children(node)
-        if part not in children:
-            return False
-        node = children[part]
-    return True
+def composed_keys(cfg: DictConfig) -> list[str]:
+    """Every dotted key of a composed config, its maps' entries included (lists not entered)."""
+    keys: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for name, value in node.items():
+            keys.append(prefix + str(name))
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{name}.")
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
+    return keys
 
 
 def suggestions(key: str, keys: Iterable[str] | None = None, n: int = 3) -> list[str]:
-    """The valid keys nearest to `key`: close as a whole (search.n_trails -> search.n_trials),
-    then keys whose last part is close to its last part (benchmark.n_trials -> search.n_trials)."""
-    keys = list(schema_keys() if keys is None else keys)
-    near = difflib.get_close_matches(key, keys, n=n, cutoff=0.75)
-    leaves: dict[str, list[str]] = {}
-    for k in keys:
-        leaves.setdefault(k.rsplit(".", 1)[-1], []).append(k)
+    """The valid keys nearest to `key`, best first: close as a whole (search.n_trails ->
+    search.n_trials) or by the last part (benchmark.n_trials -> search.n_trials), only those
+    about as close as the best, and never a node `key` lies inside (hardware.env for
+    hardware.env.NEWVAR: that one is there already)."""
+    keys = list(dict.fromkeys(schema_keys() if keys is None else keys))
+    nodes = {k.rsplit(".", 1)[0] for k in keys if "." in k} | set(free_maps())
     leaf = key.rsplit(".", 1)[-1]
-    for name in difflib.get_close_matches(leaf, list(leaves), n=n, cutoff=0.8):
-        near += leaves[name]
-    return list(dict.fromkeys(near))[:n]
+
+    def score(candidate: str) -> float:
+        whole = difflib.SequenceMatcher(None, key, candidate).ratio()
+        last = difflib.SequenceMatcher(None, leaf, candidate.rsplit(".", 1)[-1]).ratio()
+        return max(whole if whole >= 0.75 else 0.0, last if last >= 0.8 else 0.0)
+
+    scored = sorted(
+        ((score(k), k) for k in keys if not (k in nodes and key.startswith(k + "."))),
+        key=lambda pair: -pair[0],
+    )
+    best = scored[0][0] if scored else 0.0
+    return [k for s, k in scored if s > 0 and s >= best - 0.05][:n]
 
 
-def unknown_key_message(key: str) -> str:
+def unknown_key_message(key: str, near: list[str] | None = None) -> str:
     """`search.n_trails: no such key; did you mean search.n_trials?`, with a way to look."""
     group = key.split(".", 1)[0]
-    near = suggestions(key)
+    near = suggestions(key) if near is None else near
     found = f"did you mean {' or '.join(near)}?" if near else "no key of the config is close to it"
     where = group if is_known(group) else "the whole config"
     look = f"--cfg job --package {group}" if is_known(group) else "--cfg job"
-    return (
-        f"{key}: no such key; {found} (`python sweep.py {look}` lists {where}; + or ++ adds "
-        f"a key only inside a map: {', '.join(free_maps())})"
-    )
+    in_map = next((m for m in free_maps() if key.startswith(m + ".")), None)
+    if in_map is not None and is_known(key):  # a new entry, set without +
+        adds = f"a new entry of {in_map} needs a leading +: +{key}=..."
+    else:
+        adds = f"+ or ++ adds a key only inside a map: {', '.join(free_maps())}"
+    return f"{key}: no such key; {found} (`python sweep.py {look}` lists {where}; {adds})"
 
 
 def config_groups(conf: Path) -> set[str]:
@@ -164,18 +208,38 @@ def extra_config_dirs(argv: list[str]) -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
-def unknown_keys(overrides: list[str], groups: set[str]) -> list[str]:
-    """The keys these overrides set, add or delete that the config has no place for. An override
-    Hydra cannot parse is left to Hydra, whose message names it."""
+def unknown_keys(
+    overrides: list[str],
+    groups: set[str],
+    composed: Callable[[list[str]], list[str] | None] | None = None,
+) -> dict[str, list[str]]:
+    """The keys these overrides set, add or delete that the config has no place for, each with
+    its nearest valid keys. A key the schema has fails only when a plain override (no +) names a
+    map entry the composed config lacks (search.space.speculative_num_step.high). `composed`,
+    given the group overrides, returns the composed config's keys (None: they do not compose,
+    and Hydra says why); it is asked only for such an override or a refused key, whose
+    suggestions then include the maps' entries. An override Hydra cannot parse is left to Hydra,
+    whose message names it."""
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException:
-        return []
-    unknown = []
+        return {}
+    choices = [o.input_line for o in parsed if o.key_or_group in groups]
+    asked: list[list[str] | None] = []
+
+    def existing() -> list[str] | None:
+        if not asked:
+            asked.append(composed(choices) if composed is not None else None)
+        return asked[0]
+
+    unknown: list[str] = []
     for override in parsed:
         key = override.key_or_group
         if key == "hydra" or key.startswith("hydra.") or "/" in key or key in groups:
             continue
-        if not is_known(key):
+        known, through_map = _walk(key, SpecsweepConfig)
+        adds = override.is_add() or override.is_force_add()
+        new_entry = through_map and not adds and key not in (existing() or [key])
+        if not known or new_entry:
             unknown.append(key)
-    return list(dict.fromkeys(unknown))
+    return {key: suggestions(key, [*(existing() or []), *schema_keys()]) for key in unknown}

@@ -22,6 +22,7 @@ from sweep.config.drafter_check import check_drafter
 from sweep.config.fraction import baseline_mem_fraction
 from sweep.config.override_keys import (
     command_line_overrides,
+    composed_keys,
     config_groups,
     extra_config_dirs,
     unknown_key_message,
@@ -100,15 +101,36 @@ def _single(cfg: DictConfig) -> TrialResult:
 
 def refuse_unknown_keys(argv: list[str]) -> None:
     """Exit 2 naming each key the command line sets (with or without +/++) that the config does
-    not have, and its nearest valid names, before anything is composed or launched: Hydra's own
-    hint (`+key=...`) would run the whole sweep with the typo ignored
-    (sweep.config.override_keys)."""
+    not have, and its nearest valid names, before anything is launched: Hydra's own hint
+    (`+key=...`) would run the whole sweep with the typo ignored (sweep.config.override_keys)."""
     groups = config_groups(CONF).union(*map(config_groups, extra_config_dirs(argv)))
-    unknown = unknown_keys(command_line_overrides(argv), groups)
-    for key in unknown:
-        console.print(f"[red]error:[/red] {escape(unknown_key_message(key))}", soft_wrap=True)
+    composed = None if _own_config_flags(argv) else _composed_keys
+    unknown = unknown_keys(command_line_overrides(argv), groups, composed)
+    for key, near in unknown.items():
+        message = unknown_key_message(key, near)
+        console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     if unknown:
         raise SystemExit(2)
+
+
+def _own_config_flags(argv: list[str]) -> bool:
+    """Another primary config or search path: only Hydra composes that one."""
+    flags = ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")
+    return any(t in flags or t.startswith(tuple(f + "=" for f in flags)) for t in argv)
+
+
+def _composed_keys(choices: list[str]) -> list[str] | None:
+    """The dotted keys of the config these group choices compose (a tenth of a second); None
+    when they do not compose, which Hydra then says in its own words."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return composed_keys(compose(config_name="config", overrides=choices))
+    except (HydraException, OmegaConfBaseException):
+        return None
 
 
 def main() -> None:

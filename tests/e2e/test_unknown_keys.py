@@ -25,6 +25,16 @@ def test_an_unknown_key_exits_2_with_the_nearest_name_and_launches_nothing(tmp_p
     assert not results.exists()  # no study, no store, no trial folder
 
 
+def test_a_map_entry_the_composed_config_lacks_is_refused_with_the_entry_meant(tmp_path):
+    results = tmp_path / "results"
+    argv = [sys.executable, "sweep.py", "-m", f"tracking.dir={results}", *SMALL]
+    argv.append("search.space.speculative_num_step.high=4")
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "did you mean search.space.speculative_num_steps.high" in proc.stdout
+    assert not results.exists()
+
+
 def test_the_specsweep_command_refuses_it_too(tmp_path):
     results = tmp_path / "results"
     argv = [sys.executable, "-m", "specsweep", "sweep", f"tracking.dir={results}"]
