@@ -53,9 +53,9 @@ def simulated_timing_line(result: TrialResult) -> str | None:
     if "simulator_behind" in result.warnings:
         return (
             f"SIMULATED timing distorted: the simulator trailed its clock by {behind:.0f}% "
-            f"({host}); its rates read about that much low, the host's CPU and not the "
-            "configuration. Lower engine.clock_scale or use a quieter host (docs/simulator.md, "
-            '"Falling behind the clock").'
+            f"({host}); its rates are partly the host's CPU, not the configuration's. Lower "
+            'engine.clock_scale or use a quieter host (docs/simulator.md, "Falling behind the '
+            'clock").'
         )
     if "host_overloaded" in result.warnings:
         return (
@@ -64,6 +64,23 @@ def simulated_timing_line(result: TrialResult) -> str | None:
             'quieter host (docs/simulator.md, "Falling behind the clock").'
         )
     return None
+
+
+def simulated_timing_caption(results: list[TrialResult]) -> str | None:
+    """Over the closing table: how many trials' SIMULATED timings the host distorted (the
+    per-trial lines scroll away in a long sweep); None when none did."""
+    results = [r for r in results if r.outcome is not Outcome.DUPLICATE]  # a copy, not a run
+    hit = [r for r in results if {"simulator_behind", "host_overloaded"} & set(r.warnings)]
+    if not hit:
+        return None
+    worst = max(100 * r.metrics.get("sim_behind_share", 0.0) for r in hit)
+    load = max(r.metrics.get("host_load_1m", 0.0) for r in hit)
+    cores = int(max(r.metrics.get("host_cores", 0.0) for r in hit))
+    return escape(
+        f"SIMULATED timing distorted in {len(hit)} of {len(results)} trials: the simulator "
+        f"trailed its clock by up to {worst:.0f}% (host load up to {load:.1f} on {cores} cores); "
+        "their rates are partly the host's CPU, not their configuration's (docs/simulator.md)."
+    )
 
 
 def fmt_duration(seconds: float) -> str:
@@ -303,6 +320,9 @@ def summary_table(
     title = "Trials, fastest first" + (
         " — SIMULATED, not a hardware measurement" if simulated else ""
     )
+    # Above the table, not its caption: the caption is the request caps' (sweep.study.summary).
+    if distorted := simulated_timing_caption([*results, *([baseline] if baseline else [])]):
+        title += f"\n[yellow]{distorted}[/]"
     table = Table(title=title, title_justify="left")
     columns = (
         "trial",

@@ -114,3 +114,24 @@ def test_preflight_warns_before_a_simulated_sweep_on_an_overloaded_host():
     assert fine.status == "pass"
     sglang = OmegaConf.create({"engine": {"name": "sglang", "clock_scale": 1.0}})
     assert check_load(sglang, load=5.5, cores=2) == []  # a GPU's timings, not the simulator's
+
+
+def test_the_closing_table_counts_the_trials_whose_timing_the_host_distorted():
+    from rich.console import Console
+
+    from sweep.readout.console import summary_table
+
+    behind = _result(
+        ["simulator_behind"], {"sim_behind_share": 0.12, "host_load_1m": 5.5, "host_cores": 2.0}
+    )
+    fine = _result([], {"sim_behind_share": 0.01, "host_load_1m": 0.9, "host_cores": 2.0})
+    out = Console(width=200, record=True)
+    out.print(summary_table([behind, fine], None, simulated=True))
+    text = " ".join(out.export_text().split())
+    assert (
+        "SIMULATED timing distorted in 1 of 2 trials: the simulator trailed its clock by up to "
+        "12% (host load up to 5.5 on 2 cores)"
+    ) in text
+    clean = Console(width=200, record=True)
+    clean.print(summary_table([fine], None, simulated=True))
+    assert "distorted" not in clean.export_text()
