@@ -1,4 +1,4 @@
-"""Command-line keys the config does not have, refused before Hydra composes anything.
+"""Command-line keys the config does not have, refused before Hydra runs the command.
 
 Hydra's own answer to `search.n_trails=5` is "Could not override ... To append to your config use
 +search.n_trails=5", and `+` (or `++`) then adds the typo beside the real key: the whole sweep
@@ -6,11 +6,14 @@ runs with search.n_trials unchanged. So every key a command line sets, adds or d
 up in the schema the YAML groups extend (`sweep.config.schema`) first, and one that is not there
 is refused with the nearest valid names.
 
-The schema is the right reference because it is the composed config's shape: its dataclasses are
-struct, so no group file can add a key they lack, and a key is free-form only below a field typed
-as a map, a list or Any (search.space.<param>, search.reference.<param>, hardware.env.<VAR>,
-search.enqueue). `hydra.*` is Hydra's own and config-group choices (`experiment=smoke`,
-`benchmark/workload=file`) are files, both checked by Hydra itself.
+The schema is the composed config's shape: its dataclasses are struct, so no group file can add
+a key they lack. Only a map field (search.space, search.reference, hardware.env) takes entries
+of any name, each entry of its declared type (search.space.<param> is a ParamConfig, so
+search.space.<param>.hgh is refused); lists and Any are free below. Which entries a map has is
+the composed config's: a plain override of one it lacks (Hydra accepts new entries only with +)
+is checked against the config the command line's group choices compose. `hydra.*` is Hydra's
+own and config-group choices (`experiment=smoke`, `benchmark/workload=file`) are files, both
+checked by Hydra itself.
 """
 
 from __future__ import annotations
@@ -155,7 +158,10 @@ def suggestions(key: str, keys: Iterable[str] | None = None, n: int = 3) -> list
     def score(candidate: str) -> float:
         whole = difflib.SequenceMatcher(None, key, candidate).ratio()
         last = difflib.SequenceMatcher(None, leaf, candidate.rsplit(".", 1)[-1]).ratio()
-        return max(whole if whole >= 0.75 else 0.0, last if last >= 0.8 else 0.0)
+        # a close whole key, or the very name in another group (benchmark.n_trials ->
+        # search.n_trials); a merely similar last part only where neither is found
+        near_last = 0.85 if last == 1.0 else (0.5 * last if last >= 0.8 else 0.0)
+        return max(whole if whole >= 0.75 else 0.0, near_last)
 
     scored = sorted(
         ((score(k), k) for k in keys if not (k in nodes and key.startswith(k + "."))),
@@ -173,8 +179,11 @@ def unknown_key_message(key: str, near: list[str] | None = None) -> str:
     where = group if is_known(group) else "the whole config"
     look = f"--cfg job --package {group}" if is_known(group) else "--cfg job"
     in_map = next((m for m in free_maps() if key.startswith(m + ".")), None)
-    if in_map is not None and is_known(key):  # a new entry, set without +
+    entry = key[len(in_map) + 1 :].split(".")[0] if in_map is not None else ""
+    if in_map is not None and is_known(key) and key == f"{in_map}.{entry}":  # set without +
         adds = f"a new entry of {in_map} needs a leading +: +{key}=..."
+    elif in_map is not None and is_known(key):  # a field of an entry the map lacks
+        adds = f"a new entry of {in_map} is added whole: +{in_map}.{entry}={{...}}"
     else:
         adds = f"+ or ++ adds a key only inside a map: {', '.join(free_maps())}"
     return f"{key}: no such key; {found} (`python sweep.py {look}` lists {where}; {adds})"
