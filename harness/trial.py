@@ -31,10 +31,11 @@ from harness.measure.acceptance import decays
 from harness.measure.bench import Benchmark, BenchmarkResult
 from harness.measure.client import deadline_error, is_aborted
 from harness.measure.client_cpu import client_bound
-from harness.measure.clock import ServerClock, simulator_behind
+from harness.measure.clock import ServerClock
 from harness.measure.lossless import LosslessOutput
 from harness.measure.memory import memory_metrics, pool_tokens
 from harness.measure.memory_probe import MemoryProbe
+from harness.measure.sim_timing import SimulatorTiming
 from harness.measure.steady import equal_length_levels
 from harness.record.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
 from harness.server.command import ServerCommand, build_server_command
@@ -132,13 +133,15 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
             reporter.server_ready(result.startup_s, result.effective)
             probe = MemoryProbe(server.log_path, command.base_url, dict(command.headers))
             bench = _benchmark(spec, server, clock, reporter, probe)
+            timing = SimulatorTiming(reads=clock.simulated)  # its lag per run (measure.sim_timing)
             with bench:
                 bench.warm_up()  # recorded, kept out of the measurements
                 for run in bench.schedule():  # repeats: replaced, adaptive, stopped early
                     bench.flush()  # no run reuses another's cache or counters
                     probe.start_run()  # the window's log lines and counters (measure.memory_probe)
                     reporter.run_done(probe.end_run(bench.measure(run)), spec.benchmark.runs)
-                info = _check_after_last_run(server)  # a server that died with the last request
+                    timing.after_run(_simulator_info(server) if timing.reads else {})
+                _check_after_last_run(server)  # a server that died with the last request
                 measured = bench.result()  # aggregate: means and intervals over the runs
                 outputs = bench.lossless_outputs()  # greedy, against the baseline's
         _judge(result, measured, spec)
@@ -147,9 +150,8 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         result.metrics.update(  # KV pool, usage, hits
             memory_metrics(measured.runs, *pools, cap, spec.benchmark.max_tokens)
         )
-        if (behind := simulator_behind(info)) is not None:  # its rates read low (measure.clock)
-            result.warnings.append("simulator_behind")
-            result.metrics["sim_behind_share"] = round(behind, 4)
+        result.warnings += timing.warnings()  # its rates read low: the host's CPU, not the model
+        result.metrics.update(timing.metrics())
         _judge_lossless(result, outputs, spec, folder)
     except ServerOOM as exc:
         _fail(result, Outcome.OOM, exc)
@@ -249,6 +251,15 @@ def _benchmark(
         early_stop=spec.early_stop,
         headers=dict(server.command.headers),
     )
+
+
+def _simulator_info(server: Server) -> dict[str, Any]:
+    """/server_info after a run, for the simulator's lag before the next flush resets it; {}
+    when it does not answer (the check after the last run says why)."""
+    try:
+        return server.server_info()
+    except (httpx.HTTPError, ServerError, ValueError):
+        return {}
 
 
 def _check_after_last_run(server: Server) -> dict[str, Any]:

@@ -14,6 +14,7 @@ steady        steady state at C > 1: C requests in flight, the window they are m
 rounds        multi-round users: a slot holds a conversation that grows round by round
 timeline      a request's stream chunks: arrival times and cumulative tokens, the simulator's stamps
 clock         wall-clock durations as server-clock durations: a simulator's stamps, client gaps
+sim_timing    a simulator's lag behind its clock, run by run, and the host's load beside it
 acceptance    a run window's accept length, from the best source the server offers
 prometheus    SGLang's /metrics text read into {name: value}, summed over labels
 metrics       runs from request timelines: windows, rates, percentiles; the trial's over its runs

@@ -1,6 +1,7 @@
 """The composed Hydra config: its schema, and the one place it becomes the harness's specs.
 
 schema         the dataclasses the YAML groups extend (a typo fails at composition)
+override_keys  command-line keys the schema lacks (+key too), refused with the nearest names
 specs          DictConfig -> frozen specs (engine, server, benchmark, trial), validated once
 fraction       the --mem-fraction-static a launch runs at when its config leaves it unset
 workload       the workload and the sampling the measured requests carry, as the config chooses

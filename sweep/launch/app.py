@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from rich.markup import escape
 
 from harness.errors import ConfigError
 from harness.record.layout import ResultsLayout
@@ -18,6 +20,14 @@ from harness.trial import run_trial
 from harness.workload import record as workload_record
 from sweep.config.drafter_check import check_drafter
 from sweep.config.fraction import baseline_mem_fraction
+from sweep.config.override_keys import (
+    command_line_overrides,
+    composed_keys,
+    config_groups,
+    extra_config_dirs,
+    unknown_key_message,
+    unknown_keys,
+)
 from sweep.config.schema import register
 from sweep.config.specs import build_trial_spec
 from sweep.paths import CONF
@@ -89,8 +99,48 @@ def _single(cfg: DictConfig) -> TrialResult:
     return result
 
 
+def refuse_unknown_keys(argv: list[str]) -> None:
+    """Exit 2 naming each key the command line sets (with or without +/++) that the config does
+    not have, and its nearest valid names, before anything is launched: Hydra's own hint
+    (`+key=...`) would run the whole sweep with the typo ignored (sweep.config.override_keys)."""
+    groups = config_groups(CONF).union(*map(config_groups, extra_config_dirs(argv)))
+    composed = None if _own_config_flags(argv) else _composed_keys
+    unknown = unknown_keys(command_line_overrides(argv), groups, composed)
+    for key, near in unknown.items():
+        message = unknown_key_message(key, near)
+        console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    if unknown:
+        raise SystemExit(2)
+
+
+def _own_config_flags(argv: list[str]) -> bool:
+    """Another primary config or search path: only Hydra composes that one."""
+    flags = ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")
+    return any(t in flags or t.startswith(tuple(f + "=" for f in flags)) for t in argv)
+
+
+def _composed_keys(choices: list[str]) -> list[str] | None:
+    """The dotted keys of the config these group choices compose (a tenth of a second); None
+    when they do not compose, which Hydra then says in its own words."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return composed_keys(compose(config_name="config", overrides=choices))
+    except (HydraException, OmegaConfBaseException):
+        return None
+
+
+def main() -> None:
+    """`python sweep.py [-m] [overrides]` (and `specsweep sweep|trial`): Hydra reads sys.argv."""
+    refuse_unknown_keys(sys.argv[1:])
+    _hydra_main()
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> TrialResult:
+def _hydra_main(cfg: DictConfig) -> TrialResult:
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         if cfg.trial.role == "worker":  # worker.count > 1: this job is a whole sweep worker
             from sweep.launch.workers import run_worker

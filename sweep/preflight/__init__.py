@@ -9,6 +9,7 @@ __main__  `python -m sweep.preflight`
 check     one check's verdict, and how the console shows a list of them
 fraction  whether every launch names its memory fraction, and what SGLang picks if not
 machine   the engine, the GPUs, host memory and disk, the checkpoints
+load      the host's load against its cores before a simulated sweep (timings distort above)
 stores    the server port, the results folder, MLflow and the Optuna study
 """
 
@@ -20,6 +21,7 @@ from omegaconf import DictConfig
 
 from sweep.preflight.check import Check, render
 from sweep.preflight.fraction import check_fraction
+from sweep.preflight.load import check_load
 from sweep.preflight.machine import check_engine, check_gpus, check_host, check_paths
 from sweep.preflight.stores import check_network, check_tracking
 from sweep.study.space import SearchSpace
@@ -34,6 +36,7 @@ def run(cfg: DictConfig) -> list[Check]:
         *check_gpus(cfg, space),
         check_fraction(cfg, space),
         *check_host(cfg, space),
+        *check_load(cfg),
         *check_paths(cfg, space),
         check_network(cfg),
         *check_tracking(cfg),
@@ -44,10 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     from hydra import compose, initialize_config_dir
     from rich.markup import escape
 
-    from sweep.launch.app import CONF_DIR
+    from sweep.launch.app import CONF_DIR, refuse_unknown_keys
     from sweep.readout.console import console
 
     overrides = sys.argv[1:] if argv is None else argv
+    refuse_unknown_keys(overrides)  # a typo named with its nearest keys, not Hydra's traceback
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     checks = run(cfg)

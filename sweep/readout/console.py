@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.record import labels
@@ -38,6 +39,48 @@ _OUTCOME_STYLE = {
     Outcome.KNOWN_CRASH: "magenta",
     Outcome.PRUNED: "yellow",
 }
+
+
+def simulated_timing_line(result: TrialResult) -> str | None:
+    """What a simulated trial's timings are worth when the host, not the model, set them:
+    `simulator_behind` (the engine trailed its clock, harness.measure.sim_timing) or
+    `host_overloaded` (the load average above the cores while it ran); None otherwise."""
+    m = result.metrics
+    load = m.get("host_load_1m")
+    cores = int(m.get("host_cores", 0))
+    host = f"host load {load:.1f} on {cores} cores" if load is not None else "host load unread"
+    behind = 100 * m.get("sim_behind_share", 0.0)
+    if "simulator_behind" in result.warnings:
+        return (
+            f"SIMULATED timing distorted: the simulator trailed its clock by {behind:.0f}% "
+            f"({host}); its rates are partly the host's CPU, not the configuration's. Lower "
+            'engine.clock_scale or use a quieter host (docs/simulator.md, "Falling behind the '
+            'clock").'
+        )
+    if "host_overloaded" in result.warnings:
+        return (
+            f"SIMULATED timing may be distorted: {host} while it ran (the simulator kept its "
+            f"clock within {behind:.1f}%, but the benchmark client shares those cores). Use a "
+            'quieter host (docs/simulator.md, "Falling behind the clock").'
+        )
+    return None
+
+
+def simulated_timing_caption(results: list[TrialResult]) -> str | None:
+    """Over the closing table: how many trials' SIMULATED timings the host distorted (the
+    per-trial lines scroll away in a long sweep); None when none did."""
+    results = [r for r in results if r.outcome is not Outcome.DUPLICATE]  # a copy, not a run
+    hit = [r for r in results if {"simulator_behind", "host_overloaded"} & set(r.warnings)]
+    if not hit:
+        return None
+    worst = max(100 * r.metrics.get("sim_behind_share", 0.0) for r in hit)
+    load = max(r.metrics.get("host_load_1m", 0.0) for r in hit)
+    cores = int(max(r.metrics.get("host_cores", 0.0) for r in hit))
+    return escape(
+        f"SIMULATED timing distorted in {len(hit)} of {len(results)} trials: the simulator "
+        f"trailed its clock by up to {worst:.0f}% (host load up to {load:.1f} on {cores} cores); "
+        "their rates are partly the host's CPU, not their configuration's (docs/simulator.md)."
+    )
 
 
 def fmt_duration(seconds: float) -> str:
@@ -191,6 +234,8 @@ class ConsoleReporter:
         console.print(line)
         if (memory := memory_line(result)) is not None:  # the KV pool at a level above 1
             console.print(f"{self.indent}{memory}", soft_wrap=True)
+        if (timing := simulated_timing_line(result)) is not None:
+            console.print(f"{self.indent}[yellow]warning:[/] {escape(timing)}", soft_wrap=True)
         truncated = result.metrics.get("truncation_rate", 0.0)
         if truncated > TRUNCATION_WARNING:
             console.print(
@@ -275,6 +320,9 @@ def summary_table(
     title = "Trials, fastest first" + (
         " — SIMULATED, not a hardware measurement" if simulated else ""
     )
+    # Above the table, not its caption: the caption is the request caps' (sweep.study.summary).
+    if distorted := simulated_timing_caption([*results, *([baseline] if baseline else [])]):
+        title += f"\n[yellow]{distorted}[/]"
     table = Table(title=title, title_justify="left")
     columns = (
         "trial",
