@@ -55,6 +55,7 @@ class TrialLoop:
         # Server starts this sweep has made or is making: n_trials counts these, so a proposal
         # that launches nothing (a duplicate, a predicted OOM, a known crash) is not a trial spent.
         self._starts = 0
+        self._proposals: dict[int, int] = {}  # start number -> proposals made for it
         self.budget = Budget(session.cfg.search.get("budget_gpu_hours"))
         # Server starts this sweep makes: n_trials, less what the study spent before it when
         # n_trials is the study's total (search.n_trials_scope; sweep.study.history).
@@ -101,7 +102,12 @@ class TrialLoop:
                 left = budget.remaining(session.study.get_trials(deepcopy=False)) or 0.0
                 label, eta = f"{self._next_index} ({left:.2f} GPU-h left)", None
             else:
-                label = f"{start}/{n}"
+                # The same start number again after a proposal that launched nothing (a
+                # duplicate, a predicted OOM): said as another proposal, not a repeated counter.
+                with self._lock:
+                    self._proposals[start] = self._proposals.get(start, 0) + 1
+                    tries = self._proposals[start]
+                label = f"{start}/{n}" + (f", proposal {tries}" if tries > 1 else "")
             started = time.monotonic()
             result = self._trial(label, eta)
             with self._lock:
