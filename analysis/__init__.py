@@ -7,6 +7,7 @@ load         the study's frame, from the folders (default) or MLflow
 folders      trial folders -> rows, through harness.record
 mlflow_load  MLflow runs -> rows (the only module here that imports MLflow)
 frame        the frame both loaders build
+objective    what the figures rank and label by: the study's recorded objective
 plots        the figures
 capacity     the two capacity figures
 levels       speedup against concurrency, the per-level table, parameter importances

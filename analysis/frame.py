@@ -39,7 +39,9 @@ def finish(df: pd.DataFrame) -> pd.DataFrame:
 def describe(row: pd.Series) -> str:
     if row.get("role") == "baseline":
         return "baseline (no speculation)"
-    spec = labels.speculation({k: int(row[k]) for k in SPEC if not pd.isna(row.get(k))})
+    known = {k: int(row[k]) for k in SPEC if not pd.isna(row.get(k))}
+    # A trial without a drafter (the capacity presets) has no speculative values: not "?/?/?".
+    spec = labels.speculation(known) if known else "speculation off"
     mem = row.get("mem_fraction_static")
     mem_text = "auto" if pd.isna(mem) else f"{mem:.2f}"
     hicache = 0 if pd.isna(row.get("hicache_size")) else int(row["hicache_size"])

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis import objective
 from analysis.frame import NUMERIC, baseline, concurrency_levels, measured, trials
 
-TOK_S = "single-stream decode speed (tok/s)"
+TOK_S = objective.SINGLE_STREAM.label
 FAIL_STYLE = {
     "oom": ("x", "tab:red", "oom"),
     "predicted_oom": ("v", "tab:purple", "predicted oom (not launched)"),
@@ -34,11 +35,19 @@ def title(df: pd.DataFrame, what: str) -> str:
     return f"{what} — {study} (engine {engine}{', SIMULATED' if simulated else ''})"
 
 
+def ranked(df: pd.DataFrame) -> pd.DataFrame:
+    """The measured trials, best first by the study's objective (analysis.objective)."""
+    column = objective.of(df).column
+    rows = measured(df)
+    return rows[rows[column].notna()].sort_values(column, ascending=False)
+
+
 def _baseline_band(ax, df: pd.DataFrame, horizontal: bool = True) -> float | None:
-    base = baseline(df)
-    if base is None:
+    """The baseline's value and interval where the study measured one (None: it did not)."""
+    base, rank = baseline(df), objective.of(df)
+    if base is None or pd.isna(base.get(rank.column, np.nan)):
         return None
-    value, ci = base["tok_s"], base.get("tok_s_ci95", np.nan)
+    value, ci = base[rank.column], base.get(rank.ci, np.nan)
     if horizontal:
         ax.axhline(value, color="tab:gray", linestyle="--", label=f"baseline {value:.1f} tok/s")
         if not np.isnan(ci):
@@ -49,22 +58,23 @@ def _baseline_band(ax, df: pd.DataFrame, horizontal: bool = True) -> float | Non
 
 
 def speed_vs_baseline(df: pd.DataFrame, top: int = 10) -> Figure:
-    best = measured(df)
+    rank = objective.of(df)
+    best = ranked(df)
     best = best[best["outcome"] == "ok"].head(top)
     fig, ax = plt.subplots(figsize=(11, 5.5))
     base = _baseline_band(ax, df)
     x = np.arange(len(best))
     bars = ax.bar(
         x,
-        best["tok_s"],
-        yerr=best.get("tok_s_ci95"),
+        best[rank.column],
+        yerr=best.get(rank.ci),
         capsize=4,
         color="tab:blue",
         label="trial (95% CI)",
     )
     if base:
-        errors = best.get("tok_s_ci95", pd.Series(0.0, index=best.index)).fillna(0.0)
-        for bar, value, error in zip(bars, best["tok_s"], errors, strict=True):
+        errors = best.get(rank.ci, pd.Series(0.0, index=best.index)).fillna(0.0)
+        for bar, value, error in zip(bars, best[rank.column], errors, strict=True):
             ax.annotate(  # above the interval's cap, where the error bar cannot cross it
                 f"{value / base:.2f}×",
                 (bar.get_x() + bar.get_width() / 2, value + error),
@@ -80,25 +90,30 @@ def speed_vs_baseline(df: pd.DataFrame, top: int = 10) -> Figure:
         ha="right",
         fontsize=7,
     )
-    ax.set_xlabel("configuration (steps/topk/draft tokens)")
-    ax.set_ylabel(TOK_S)
+    ax.set_xlabel("configuration (steps/topk/draft tokens, or speculation off)")
+    ax.set_ylabel(rank.label)
     ax.set_ylim(bottom=0)
     ax.legend(loc="lower right")
-    ax.set_title(title(df, f"Top {len(best)} configurations vs the baseline"))
+    against = "vs the baseline" if base else "(no baseline measured)"
+    ax.set_title(title(df, f"Top {len(best)} configurations {against}"))
     fig.tight_layout()
     return fig
 
 
-def accept_vs_speed(df: pd.DataFrame) -> Figure:
-    rows = measured(df)
+def accept_vs_speed(df: pd.DataFrame) -> Figure | None:
+    """None where no trial measured an accept length (a study without speculation)."""
+    rank = objective.of(df)
+    rows = ranked(df)
     rows = rows[rows["accept_len"].notna()] if "accept_len" in rows else rows.iloc[0:0]
+    if rows.empty:
+        return None
     fig, ax = plt.subplots(figsize=(8, 5.5))
     markers = {1: "o", 2: "s", 4: "^"}
     scatter = None
     for topk, group in rows.groupby("speculative_eagle_topk"):
         scatter = ax.scatter(
             group["accept_len"],
-            group["tok_s"],
+            group[rank.column],
             c=group["speculative_num_draft_tokens"],
             cmap="viridis",
             vmin=rows["speculative_num_draft_tokens"].min(),
@@ -112,7 +127,7 @@ def accept_vs_speed(df: pd.DataFrame) -> Figure:
         fig.colorbar(scatter, ax=ax, label="speculative_num_draft_tokens")
     _baseline_band(ax, df)
     ax.set_xlabel("accept length (tokens per verify step)")
-    ax.set_ylabel(TOK_S)
+    ax.set_ylabel(rank.label)
     ax.legend(loc="best")
     ax.set_title(title(df, "Accept length vs speed"))
     fig.tight_layout()
@@ -129,13 +144,19 @@ def parameter_effects(df: pd.DataFrame) -> Figure:
     rows = trials(df)
     fig, grid = plt.subplots(2, 3, figsize=(13, 8), sharey=True)
     axes, legend_ax = list(grid.flat[: len(NUMERIC)]), grid.flat[-1]
-    ok = measured(df)
-    floor = (ok["tok_s"].min() if not ok.empty else 1.0) * 0.9
+    rank = objective.of(df)
+    ok = ranked(df)
+    floor = (ok[rank.column].min() if not ok.empty else 1.0) * 0.9
     for ax, name in zip(axes, NUMERIC, strict=True):
         # No jitter: a spread would invent values nobody ran. Trials on one point overlap.
-        ax.scatter(ok[name], ok["tok_s"], s=30, color="tab:blue", alpha=0.6, label="measured")
+        ax.scatter(ok[name], ok[rank.column], s=30, color="tab:blue", alpha=0.6, label="measured")
         held = held_at(rows, name)
-        if held is not None:
+        if rows[name].isna().all():
+            ax.text(
+                0.5, 0.5, "no speculation in this study", transform=ax.transAxes,
+                ha="center", va="center", fontsize=9, color="0.3",
+            )  # fmt: skip
+        elif held is not None:
             ax.text(
                 0.5, 0.95, f"held at {held:g} in every trial (not searched)",
                 transform=ax.transAxes, ha="center", va="top", fontsize=8, color="0.3",
@@ -154,7 +175,7 @@ def parameter_effects(df: pd.DataFrame) -> Figure:
         _baseline_band(ax, df)
         ax.set_xlabel(LABELS[name], fontsize=8)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(TOK_S)
+    axes[0].set_ylabel(rank.label)
     handles, labels = axes[0].get_legend_handles_labels()
     for ax in axes[1:]:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -208,7 +229,7 @@ def oom_map(df: pd.DataFrame) -> Figure:
 def throughput_vs_concurrency(df: pd.DataFrame, top: int = 3) -> Figure:
     levels = concurrency_levels(df)
     fig, ax = plt.subplots(figsize=(8, 5))
-    rows = [baseline(df)] + [r for _, r in measured(df).head(top).iterrows()]
+    rows = [baseline(df)] + [r for _, r in ranked(df).head(top).iterrows()]  # the study's best
     for row in rows:
         if row is None:
             continue
@@ -243,14 +264,17 @@ def throughput_vs_concurrency(df: pd.DataFrame, top: int = 3) -> Figure:
 
 
 def history(df: pd.DataFrame) -> Figure:
-    rows = trials(df).reset_index(drop=True)
+    rank = objective.of(df)
+    # A duplicate is not a measurement (its source's numbers): left out, not plotted twice.
+    rows = trials(df)
+    rows = rows[rows["outcome"] != "duplicate"].reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(9, 5))
     order = np.arange(1, len(rows) + 1)
-    values = rows["tok_s"].where(rows["outcome"].isin(["ok", "duplicate"]))
+    values = rows[rank.column].where(rows["outcome"] == "ok")
     ax.scatter(order, values, color="tab:blue", s=30, label="trial")
     best = values.fillna(-np.inf).cummax().replace(-np.inf, np.nan)
     ax.step(order, best, where="post", color="tab:green", label="best so far")
-    plotted = rows["tok_s"].where(rows["outcome"].isin(["ok", "duplicate", "pruned"]))
+    plotted = rows[rank.column].where(rows["outcome"].isin(["ok", "pruned"]))
     floor = (plotted.min() if plotted.notna().any() else 1.0) * 0.95
     for outcome, (marker, color, label) in FAIL_STYLE.items():
         mask = rows["outcome"] == outcome
@@ -262,15 +286,15 @@ def history(df: pd.DataFrame) -> Figure:
     if pruned.any():
         ax.scatter(
             order[pruned],
-            rows["tok_s"][pruned],
+            rows[rank.column][pruned],
             marker="o",
             facecolors="none",
             edgecolors="tab:olive",
             label="stopped early",
         )
     _baseline_band(ax, df)
-    ax.set_xlabel("trial (in the order measured)")
-    ax.set_ylabel(TOK_S)
+    ax.set_xlabel("trial (in the order measured; duplicates left out)")
+    ax.set_ylabel(rank.label)
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     ax.set_title(title(df, "Optimisation history"))
@@ -278,27 +302,19 @@ def history(df: pd.DataFrame) -> Figure:
     return fig
 
 
-def accept_by_position(df: pd.DataFrame, top: int = 3, window: int = 256) -> Figure:
+def accept_by_position(df: pd.DataFrame, top: int = 3, window: int = 256) -> Figure | None:
     """Accept length per `window` output tokens (result.json `accept_by_window`) for the best
-    configurations: EAGLE-3's acceptance falls with output position over long generations."""
+    configurations: EAGLE-3's acceptance falls with output position over long generations.
+    None where no trial recorded it (a study without speculation)."""
+    rows = [r for _, r in ranked(df).iterrows() if _curve(r)][:top]
+    if not rows:
+        return None
     fig, ax = plt.subplots(figsize=(8, 5))
-    rows = [r for _, r in measured(df).iterrows() if _curve(r)][:top]
     for row in rows:
         curve = _curve(row)
         starts = [window * i for i in range(len(curve))]
         ax.plot(starts, curve, marker="o", label=f"{row['name']} {row['config']}")
-    if rows:
-        ax.legend(loc="best", fontsize=8)
-    else:
-        ax.text(
-            0.5,
-            0.5,
-            "no per-window acceptance recorded (speculative trials record accept_by_window)",
-            transform=ax.transAxes,
-            ha="center",
-            fontsize=9,
-            color="tab:gray",
-        )
+    ax.legend(loc="best", fontsize=8)
     ax.set_xlabel(f"output position (start of each {window}-token window)")
     ax.set_ylabel("accept length (tokens per verify step)")
     ax.grid(alpha=0.3)
@@ -311,6 +327,12 @@ def _curve(row: pd.Series) -> list[float]:
     value = row.get("accept_by_window")
     return [float(v) for v in value] if isinstance(value, list | tuple) and value else []
 
+
+# Why a figure is left out of a report: it returned None, having no data (sentence in the report).
+WITHOUT_DATA = {
+    "accept_vs_speed": "no trial measured an accept length (no speculation in this study)",
+    "accept_by_position": "no trial recorded acceptance by output position (no speculation)",
+}
 
 FIGURES = {
     "speed_vs_baseline": speed_vs_baseline,

@@ -20,11 +20,11 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis import levels
+from analysis import levels, objective
 from analysis.capacity import available as capacity_figures
-from analysis.frame import baseline, measured
+from analysis.frame import baseline
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
-from analysis.plots import FIGURES, title
+from analysis.plots import FIGURES, WITHOUT_DATA, ranked, title
 from analysis.requests import prompt_changes, requests_frame
 from harness.record.layout import ResultsLayout
 
@@ -61,26 +61,32 @@ def write_report(
     rows were read from (a folder or a tracking URI); `requests` (analysis.requests) adds the
     per-request table and the per-prompt comparison with the baseline."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    # Ranked and labelled by the study's objective, as its console was (analysis.objective).
+    df = objective.apply(df, objective.latest_objective(study_dirs or []))
     images = []
     extra = {"speedup_vs_concurrency": levels.speedup_vs_concurrency, **capacity_figures(df)}
+    omitted = []
     for name, make in {**FIGURES, **extra}.items():  # capacity: where recorded
         fig = make(df)
+        if fig is None:  # no data for it: said in the report instead of an empty figure
+            omitted.append(f"{name.replace('_', ' ')}: {WITHOUT_DATA.get(name, 'no data')}")
+            (out_dir / f"{name}.png").unlink(missing_ok=True)  # not an earlier report's
+            continue
         fig.savefig(out_dir / f"{name}.png", dpi=110)
         plt.close(fig)
         images.append(name)
     table = summary_table(df)
     table.to_csv(out_dir / "trials.csv", index=False)
-    base, best = baseline(df), measured(df)
+    rank = objective.of(df)
+    base, best = baseline(df), ranked(df)
     best = best[best["outcome"] == "ok"].head(1)
     verdict = "no successful trial yet"
     if not best.empty:
         b = best.iloc[0]
-        ci = b.get("tok_s_ci95", float("nan"))
-        verdict = f"best: {b['name']} ({b['config']}), {b['tok_s']:.1f} ± {ci:.1f} tok/s"
-        if base is not None:
-            verdict += (
-                f", {b['tok_s'] / base['tok_s']:.2f}× the baseline ({base['tok_s']:.1f} tok/s)"
-            )
+        value, ci = b[rank.column], b.get(rank.ci, float("nan"))
+        verdict = f"best: {b['name']} ({b['config']}), {value:.1f} ± {ci:.1f} {rank.label}"
+        if base is not None and not pd.isna(base.get(rank.column, float("nan"))):
+            verdict += f", {value / base[rank.column]:.2f}× the baseline ({base[rank.column]:.1f})"
     heading = html.escape(title(df, "specsweep report"))
     answer = levels.latest_deploy(study_dirs or [])  # the study's answer, as the console said it
     body = [f"<h1>{heading}</h1>"]
@@ -102,6 +108,12 @@ def write_report(
         requests.to_parquet(out_dir / "requests.parquet", index=False)
         body += _prompt_section(requests, best, out_dir)
     body += [f'<h2>{n.replace("_", " ")}</h2><img src="{n}.png" alt="{n}">' for n in images]
+    if omitted:
+        body.append(
+            "<p>Figures left out, having no data: "
+            + "; ".join(html.escape(o) for o in omitted)
+            + ".</p>"
+        )
     page = (
         "<!doctype html><meta charset='utf-8'><title>" + heading + "</title><style>"
         "body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;font-size:13px}"

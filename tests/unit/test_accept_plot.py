@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.folders import trial_row
 from analysis.frame import finish
-from analysis.plots import FIGURES, accept_by_position
+from analysis.plots import FIGURES, WITHOUT_DATA, accept_by_position
 from analysis.report import write_report
 from harness.record.results import Outcome, TrialResult
 
@@ -52,7 +52,6 @@ def test_the_best_configurations_acceptance_curves_are_plotted(tmp_path):
     assert 'src="accept_by_position.png"' in index.read_text()
 
 
-def test_without_curves_the_figure_says_so(tmp_path):
-    fig = accept_by_position(frame(tmp_path, [(90.0, [])]))
-    assert not fig.axes[0].get_lines()
-    assert "no per-window acceptance" in fig.axes[0].texts[0].get_text()
+def test_without_curves_there_is_no_figure_and_the_report_says_why(tmp_path):
+    assert accept_by_position(frame(tmp_path, [(90.0, [])])) is None
+    assert "no speculation" in WITHOUT_DATA["accept_by_position"]
