@@ -17,7 +17,8 @@ COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --quiet -e '.[dev]'
+	@echo "installing specsweep and its dependencies into $(VENV) (about 4 minutes the first time; pip lists each package as it goes)"
+	$(PY) -m pip install --progress-bar off -e '.[dev]'
 	touch $(STAMP)
 
 ## The main job: an Optuna sweep over the (simulated) reference deployment.
