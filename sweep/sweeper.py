@@ -117,9 +117,9 @@ class SpecsweepSweeperImpl(Sweeper):
             try:
                 snap = self.freeze(arguments)
                 plan = self.plan(arguments)
-                self._commit(snap)
-            finally:
-                snapshot.discard(snap)  # a staged copy the study did not take (or a refusal's)
+            except BaseException:
+                snapshot.discard(snap)  # a refused first sweep leaves no snapshot
+                raise
         except SpecsweepError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
             raise SystemExit(2) from None
@@ -135,9 +135,13 @@ class SpecsweepSweeperImpl(Sweeper):
         # trial recorded as interrupted and the MLflow runs closed.
         previous = signal.signal(signal.SIGTERM, _InterruptOnce())
         try:
-            return StudyRun(self.config, plan, self.jobs).execute()
+            # The study takes a first sweep's snapshot once its stores opened (a dead tracking
+            # server refuses the sweep there, and then leaves no snapshot either).
+            run = StudyRun(self.config, plan, self.jobs, on_open=lambda: self._commit(snap))
+            return run.execute()
         finally:
             signal.signal(signal.SIGTERM, previous)
+            snapshot.discard(snap)  # the staged copy: the study's is in its folder now
 
     def freeze(self, arguments: list[str]) -> snapshot.Snapshot:
         """Compose everything from the study's snapshot of conf/ (sweep.launch.snapshot): made
@@ -180,7 +184,8 @@ class SpecsweepSweeperImpl(Sweeper):
             return
         conf = snapshot.commit(snap, Path(str(self.config.hydra.sweep.dir)).resolve())
         search_path = self.hydra_context.config_loader.get_search_path()
-        self.jobs = Jobs(snapshot.loader_for(search_path, conf), self.config)
+        assert self.jobs is not None
+        self.jobs.retarget(snapshot.loader_for(search_path, conf))
         console.print(f"[dim]configuration frozen for the study: {conf}[/dim]", soft_wrap=True)
 
     def plan(self, arguments: list[str]) -> SweepPlan:

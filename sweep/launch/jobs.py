@@ -45,6 +45,13 @@ class Jobs:
         self._parser = OverridesParser.create()
         self._logging_ready = False
 
+    def retarget(self, config_loader: Any) -> None:
+        """Compose from another loader from now on (the study's snapshot, once it took it): the
+        same files at another place, so what was composed stays valid and is forgotten anyway."""
+        with self._lock:
+            self._loader = config_loader
+            self._composed.clear()
+
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         """The job's full config (its `hydra` node included), as Hydra's launcher composes it.
 

@@ -75,3 +75,10 @@ def launches_spent(study: optuna.Study) -> int:
         if outcome is not None and Outcome(outcome) not in _NOT_SPENT:
             spent += 1
     return spent
+
+
+def queued_again(study: optuna.Study) -> int:
+    """Interrupted trials waiting to run again (the retry callback's `failed_trial`): a resume
+    runs them whatever is left of n_trials, as its resume line promises."""
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    return sum(t.system_attrs.get("failed_trial") is not None for t in waiting)

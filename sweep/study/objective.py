@@ -96,7 +96,13 @@ class Objective:
     @classmethod
     def from_config(cls, search: Any, benchmark: Any) -> Objective:
         """The objective a composed config asks for; ValueError naming the key and the fix."""
-        measured = [int(c) for c in benchmark.concurrency]
+        try:  # the spec's own check says more, but it runs later than this
+            measured = [int(c) for c in benchmark.concurrency]
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"benchmark.concurrency={list(benchmark.concurrency)}: each level an integer "
+                "1..4096, e.g. benchmark.concurrency=[1,8,64]"
+            ) from None
         name = str(search.objective)
         levels = [int(c) for c in _numbers(search, "levels", int)]
         weights = _numbers(search, "weights", float)

@@ -13,6 +13,7 @@ import logging
 import shlex
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -87,8 +88,15 @@ def resume_line(arguments: tuple[str, ...]) -> str:
 
 
 class StudyRun:
-    def __init__(self, cfg: DictConfig, plan: SweepPlan, jobs: Jobs):
+    def __init__(
+        self,
+        cfg: DictConfig,
+        plan: SweepPlan,
+        jobs: Jobs,
+        on_open: Callable[[], None] | None = None,
+    ):
         self.cfg = cfg
+        self.on_open = on_open  # once MLflow and the study opened: the snapshot becomes the study's
         self.plan = plan
         self.jobs = jobs
         self.study_dir = Path(cfg.hydra.sweep.dir).resolve()
@@ -118,6 +126,8 @@ class StudyRun:
         study, storage_url = opening.open_study(cfg, self.plan.objective)
         driver = SearchDriver(study, self.plan.objective, int(cfg.model.tp))
         claims = opening.open_claims(cfg, storage_url)
+        if self.on_open is not None:
+            self.on_open()
         opening.close_orphans(study, driver, tracker)
         for params in first_trials(cfg.search, self.plan.objective):
             study.enqueue_trial(params, skip_if_exists=True)

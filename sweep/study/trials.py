@@ -29,7 +29,7 @@ from sweep.study.baseline import Baseline
 from sweep.study.budget import MAX_IDLE_PROPOSALS, Budget, spent
 from sweep.study.candidates import Candidate, candidate_for
 from sweep.study.driver import SearchDriver, Verdict
-from sweep.study.history import launches_spent
+from sweep.study.history import launches_spent, queued_again
 from sweep.study.session import CLAIM_POLL_S, StudySession
 
 MAX_CONSECUTIVE_ERRORS = 3
@@ -37,11 +37,12 @@ MAX_CONSECUTIVE_ERRORS = 3
 
 def trials_to_run(search, study: optuna.Study) -> tuple[int, int]:
     """(starts the study spent before this sweep, starts this sweep makes). With several workers
-    started together each sees the same remainder, as Optuna's optimize counts per process."""
+    started together each sees the same remainder, as Optuna's optimize counts per process; a
+    trial queued again after an interruption is run even where nothing else is left."""
     if search.get("n_trials_scope", "study") == "sweep":
         return 0, int(search.n_trials)
     spent = launches_spent(study)
-    return spent, max(int(search.n_trials) - spent, 0)
+    return spent, max(int(search.n_trials) - spent, queued_again(study))
 
 
 class TrialLoop:

@@ -14,6 +14,7 @@ import httpx
 import matplotlib
 import pandas as pd
 import pytest
+from mlflow.tracking import MlflowClient
 
 matplotlib.use("Agg")
 
@@ -226,21 +227,34 @@ def reproduce(results, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*argv, *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
 
 
-def test_reproduce_the_best_trial_and_launch_its_export(study):
-    results, port, _ = study
+def test_reproduce_the_studys_answer_and_launch_its_export(study):
+    results, port, uri = study
+    summary = max((results / STUDY).glob("summary-*.json"))
+    answer = json.loads(summary.read_text())["deploy"]["deploy"]  # the sweep's Deploy line
     # --form sim: the simulator's command, so the exported script can be launched here
     proc = reproduce(results, "--runs", "3", "--form", "sim")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the study's answer" in proc.stdout
     # The verdict itself is statistics (tests/unit/test_reproduce_verdict.py); here: it is given.
     assert "reproduced:" in proc.stdout and "consistent with the recorded result" in proc.stdout
     folder = next((results / "reproduce").iterdir())
     script = (folder / "launch_server.sh").read_text()
     unit = next(folder.glob("*.service")).read_text()
-    assert "export NCCL_PROTO=LL" in script and "--speculative-algorithm EAGLE3" in script
+    speculative = answer != "baseline"
+    assert "export NCCL_PROTO=LL" in script
+    assert ("--speculative-algorithm EAGLE3" in script) == speculative
     assert "ExecStart=" in unit and "Environment=NCCL_PROTO=LL" in unit
     assert json.loads((folder / "deployment.json").read_text())["form"] == "sim"
-    # By default the export is SGLang's command, even from this simulated study.
-    dry = reproduce(results, "--dry-run")
+    # By default the export is SGLang's command, even from this simulated study; --run exports
+    # a trial of one's choosing (here the fastest speculative one).
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(STUDY).experiment_id
+    fastest = client.search_runs(
+        [experiment],
+        "tags.`specsweep.role` = 'trial' and tags.`specsweep.outcome` = 'ok'",
+        order_by=["metrics.tok_s DESC"],
+    )[0]
+    dry = reproduce(results, "--dry-run", "--run", fastest.info.run_id)
     assert dry.returncode == 0 and "#!/usr/bin/env bash" in dry.stdout
     assert "exec python -m sglang.launch_server" in dry.stdout
     flags = [w for ln in dry.stdout.splitlines() if not ln.startswith("#") for w in ln.split()]
@@ -265,7 +279,7 @@ def test_reproduce_the_best_trial_and_launch_its_export(study):
                 time.sleep(0.2)
         assert status == 200
         info = httpx.get(f"http://127.0.0.1:{port}/server_info").json()
-        assert info["speculative_algorithm"] == "EAGLE3"
+        assert info["speculative_algorithm"] == ("EAGLE3" if speculative else None)
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
