@@ -94,7 +94,10 @@ async def stream_request(
     error, a malformed stream or a missed deadline becomes `record.error`. `on_start` gets the
     timeline as it fills, so a caller that cancels the request keeps what had arrived."""
     path, body = request_body(spec, prompt, speculative=speculative)
-    record = RequestRecord(phase, run, concurrency, prompt.id, 0.0, None, None, round=prompt.round)
+    record = RequestRecord(
+        phase, run, concurrency, prompt.id, 0.0, None, None, round=prompt.round,
+        category=prompt.category,
+    )  # fmt: skip
     timeline = Timeline(record)
     if on_start is not None:
         on_start(timeline)

@@ -48,6 +48,7 @@ class RequestRecord:
     accepted_tokens: int | None = None  # accepted draft tokens, when the server reports them
     chunks: int | None = None  # stream chunks (one per verify step with speculation)
     round: int = 1  # the user's round with benchmark.rounds > 1 (harness.measure.rounds), else 1
+    category: str | None = None  # the prompt's workload category (None: recorded before it was)
 
     @property
     def ok(self) -> bool:

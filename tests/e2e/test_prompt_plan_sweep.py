@@ -93,6 +93,12 @@ def test_the_studys_requests_load_as_one_parquet_table(study, tmp_path):
     assert frame[frame["role"] == "trial"]["speculative_num_steps"].notna().all()
     for column in ("category", "completion_tokens", "ttft_s", "decode_tok_s", "accept_len"):
         assert column in frame
+    # Each request says its prompt's category (the builtin prompts': math, code, ...).
+    assert (frame["category"] != "").all() and frame["category"].notna().all()
+    pairs = zip(frame["prompt_id"], frame["category"], strict=True)
+    assert all(pid.startswith(cat) for pid, cat in pairs)
+    changes_csv = prompt_changes(frame)
+    assert (changes_csv["category"] != "").all()
     spec = frame[(frame["role"] == "trial") & (frame["phase"] == "measure")]
     assert (spec["accept_len"] > 1).all()  # the simulator reports its verify steps
     changes = prompt_changes(frame)
