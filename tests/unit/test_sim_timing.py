@@ -8,20 +8,10 @@ from omegaconf import OmegaConf
 
 from harness.measure.sim_timing import SimulatorTiming
 from harness.record.results import Outcome, TrialResult
-from harness.sim.clock import Lag, VirtualClock
+from harness.sim.clock import Lag
 from sweep.preflight.load import check_load
 from sweep.readout.console import simulated_timing_line
-
-
-class StoppedClock(VirtualClock):
-    """A virtual clock the test moves: the engine's steps end when the test says."""
-
-    def __init__(self) -> None:
-        super().__init__(50.0)
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
+from tests.unit.test_sim_behind import StoppedClock
 
 
 def _server_info(lag: Lag) -> dict:
