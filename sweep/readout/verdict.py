@@ -4,6 +4,7 @@ over the baseline with the paired interval, where the wall time went, the baseli
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from harness.record import labels
 from harness.record.results import Outcome, TrialResult
@@ -103,6 +104,37 @@ def wall_time_line(results: list[TrialResult], total_s: float) -> str:
     return f"Wall time {fmt_duration(total_s)}: {text}."
 
 
+@dataclass(frozen=True)
+class AgainstBaseline:
+    """A trial against the baseline by the ranking's metric: the paired 95% interval of the
+    speedup where run r of both sent the same prompts, else the two means' own intervals."""
+
+    speedup: float
+    low: float | None  # the paired interval (None: no pairs)
+    high: float | None
+    faster: bool  # beyond the interval
+    slower: bool
+
+
+def against_baseline(
+    best: TrialResult, baseline: TrialResult | None, ranking: Ranking = SINGLE_STREAM
+) -> AgainstBaseline | None:
+    """None without a baseline value to compare with. The Best and Deploy lines both judge
+    by this."""
+    tok, base = ranking.value(best), ranking.value(baseline)
+    if baseline is None or tok is None or not base:
+        return None
+    ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))
+    if math.isfinite(ratio.low) and math.isfinite(ratio.high):
+        # Run r of both sent the same prompts: the speedup's interval comes from the pairs.
+        return AgainstBaseline(tok / base, ratio.low, ratio.high, ratio.low > 1, ratio.high < 1)
+    ci, base_ci = ranking.ci95(best), ranking.ci95(baseline)  # no interval (one run)
+    ci = float("nan") if ci is None else ci
+    base_ci = float("nan") if base_ci is None else base_ci
+    faster, slower = tok - ci > base + base_ci, tok + ci < base - base_ci
+    return AgainstBaseline(tok / base, None, None, faster, slower)
+
+
 def best_line(
     best: TrialResult, baseline: TrialResult | None, ranking: Ranking = SINGLE_STREAM
 ) -> str:
@@ -110,22 +142,17 @@ def best_line(
     ci = float("nan") if ci is None else ci
     config = labels.config_text(best.effective or best.params)
     line = f"\n[bold]Best:[/bold] {best.name} ({config}): {tok:.1f} ± {ci:.1f} {ranking.unit}"
-    base = ranking.value(baseline)
-    if baseline is None or base is None:
+    versus = against_baseline(best, baseline, ranking)
+    if versus is None:
         return line
-    base_ci = ranking.ci95(baseline)
+    base, base_ci = ranking.value(baseline), ranking.ci95(baseline)  # type: ignore[arg-type]
     base_ci = float("nan") if base_ci is None else base_ci
-    ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))
-    line += f", {tok / base:.2f}× the baseline ({base:.1f} ± {base_ci:.1f})"
-    if math.isfinite(ratio.low) and math.isfinite(ratio.high):
-        # Run r of both sent the same prompts: the speedup's interval comes from the pairs.
-        line += f", 95% interval {ratio_interval(ratio.low, ratio.high)}"
-        faster, slower = ratio.low > 1, ratio.high < 1
-    else:  # no interval (one run): the two means' own intervals
-        faster, slower = tok - ci > base + base_ci, tok + ci < base - base_ci
-    if faster:
+    line += f", {versus.speedup:.2f}× the baseline ({base:.1f} ± {base_ci:.1f})"
+    if versus.low is not None and versus.high is not None:
+        line += f", 95% interval {ratio_interval(versus.low, versus.high)}"
+    if versus.faster:
         line += " — faster beyond the 95% interval"
-    elif slower:
+    elif versus.slower:
         line += " — [red]slower than the baseline[/red]: speculation does not pay here"
     else:
         line += " — the interval includes 1×: not distinguishable from the baseline"

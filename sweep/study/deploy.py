@@ -1,28 +1,27 @@
 """The study's one answer: what to deploy, said the same way on the console, in the summary
 JSON, on MLflow's parent run, in the report and by `sweep.reproduce`'s default export.
 
-The rule is the Best line's (sweep.readout.verdict): the best measured trial by the study's
-ranking (its objective; over a latency limit never), deployed only if it beats the baseline
-beyond noise: the paired 95% interval of its speedup (run r of both sent the same prompts) above
-1x, or without pairs its lower bound above the baseline's upper bound. Otherwise the answer is
-the baseline: "speculation off". A study without a baseline deploys its best trial and says it
-was not compared. A best whose 95% interval overlaps the runner-up's is named as tied with it:
-the runs cannot tell the two apart, and either is as good an answer. Where the study measured
-several levels, each level's own answer (sweep.study.levels) is given beside the headline.
+The rule is the Best line's (sweep.readout.verdict.against_baseline): the best measured trial
+by the study's ranking (its objective; over a latency limit never), deployed only if it beats
+the baseline beyond noise: the paired 95% interval of its speedup (run r of both sent the same
+prompts) above 1x, or without pairs its lower bound above the baseline's upper bound. Otherwise
+the answer is the baseline: "speculation off". A study without a baseline deploys its best
+trial and says it was not compared. A best whose 95% interval overlaps the runner-up's is
+named as tied with it: the runs cannot tell the two apart, and either is as good an answer.
+Where the study measured several levels, each level's own answer (sweep.study.levels) is given
+beside the headline.
 """
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.record import labels
 from harness.record.results import Outcome, TrialResult
-from harness.record.stats import paired_ratio
 from sweep.readout.ranking import Ranking
-from sweep.readout.verdict import best_of, ratio_interval
+from sweep.readout.verdict import against_baseline, best_of, ratio_interval
 from sweep.study import levels
 
 BASELINE = "baseline"
@@ -113,24 +112,15 @@ def _decision(best: TrialResult | None, baseline: TrialResult | None, ranking: R
     if baseline is None:
         reason = "the fastest measured; no baseline was measured, so not a comparison"
         return Decision(best.name, config, reason, best=best.name)
-    tok, base = ranking.value(best), ranking.value(baseline)
-    if not tok or not base:
+    versus = against_baseline(best, baseline, ranking)
+    if versus is None:
         return Decision(best.name, config, "no baseline value to compare", best=best.name)
-    ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))
-    paired = math.isfinite(ratio.low) and math.isfinite(ratio.high)
-    if paired:
-        faster = ratio.low > 1
-    else:
-        ci, base_ci = ranking.ci95(best), ranking.ci95(baseline)
-        faster = tok - (ci if ci is not None else math.inf) > base + (
-            base_ci if base_ci is not None else math.inf
-        )
-    low, high = (ratio.low, ratio.high) if paired else (None, None)
-    if faster:
+    numbers = (best.name, versus.speedup, versus.low, versus.high)
+    if versus.faster:
         reason = f"faster than the baseline beyond the 95% interval ({ranking.unit})"
-        return Decision(best.name, config, reason, best.name, tok / base, low, high)
+        return Decision(best.name, config, reason, *numbers)
     reason = "no configuration beats the baseline beyond the 95% interval"
-    return Decision(BASELINE, levels.OFF, reason, best.name, tok / base, low, high)
+    return Decision(BASELINE, levels.OFF, reason, *numbers)
 
 
 def tied(
