@@ -141,22 +141,27 @@ def held_at(rows: pd.DataFrame, name: str) -> float | None:
 
 
 def parameter_effects(df: pd.DataFrame) -> Figure:
+    """One panel per knob any trial set; a study without speculation (the capacity presets) has
+    no speculative knob to draw, so its panels are the memory knobs alone, and the title says
+    why the others are missing."""
     rows = trials(df)
-    fig, grid = plt.subplots(2, 3, figsize=(13, 8), sharey=True)
-    axes, legend_ax = list(grid.flat[: len(NUMERIC)]), grid.flat[-1]
+    shown = [name for name in NUMERIC if name in rows and not rows[name].isna().all()]
+    columns = min(3, len(shown) + 1)
+    height = -(-(len(shown) + 1) // columns)  # the legend takes the last panel
+    fig, grid = plt.subplots(
+        height, columns, figsize=(4.4 * columns, 4 * height), sharey=True, squeeze=False
+    )
+    axes, legend_ax = list(grid.flat[: len(shown)]), grid.flat[-1]
+    for spare in grid.flat[len(shown) : -1]:
+        spare.axis("off")
     rank = objective.of(df)
     ok = ranked(df)
     floor = (ok[rank.column].min() if not ok.empty else 1.0) * 0.9
-    for ax, name in zip(axes, NUMERIC, strict=True):
+    for ax, name in zip(axes, shown, strict=True):
         # No jitter: a spread would invent values nobody ran. Trials on one point overlap.
         ax.scatter(ok[name], ok[rank.column], s=30, color="tab:blue", alpha=0.6, label="measured")
         held = held_at(rows, name)
-        if rows[name].isna().all():
-            ax.text(
-                0.5, 0.5, "no speculation in this study", transform=ax.transAxes,
-                ha="center", va="center", fontsize=9, color="0.3",
-            )  # fmt: skip
-        elif held is not None:
+        if held is not None:
             ax.text(
                 0.5, 0.95, f"held at {held:g} in every trial (not searched)",
                 transform=ax.transAxes, ha="center", va="top", fontsize=8, color="0.3",
@@ -184,7 +189,9 @@ def parameter_effects(df: pd.DataFrame) -> Figure:
                 labels.append(lab)
     legend_ax.axis("off")
     legend_ax.legend(handles, labels, loc="center", fontsize=9)
-    fig.suptitle(title(df, "Effect of each parameter (failures at the bottom)"))
+    left_out = [name for name in NUMERIC if name not in shown]
+    why = f"\n({', '.join(left_out)}: no trial set them, no speculation)" if left_out else ""
+    fig.suptitle(title(df, "Effect of each parameter (failures at the bottom)") + why)
     fig.tight_layout()
     return fig
 

@@ -41,3 +41,24 @@ def test_searched_knobs_are_not_called_held(tmp_path):
     df = frame(tmp_path)  # four fractions, two HiCache sizes
     assert held_at(df, "mem_fraction_static") is None
     assert "no memory to map" not in texts(oom_map(df).axes[0])
+
+
+def test_a_study_without_speculation_draws_only_the_knobs_it_set(tmp_path):
+    fig = parameter_effects(frame(tmp_path))  # capacity trials: memory knobs, no drafter
+    drawn = {ax.get_xlabel().split()[0] for ax in fig.axes if ax.get_xlabel()}
+    assert drawn == {"mem_fraction_static", "hicache_size"}
+    assert "speculative_num_steps" in fig._suptitle.get_text()  # named as left out, and why
+    assert "no speculation" in fig._suptitle.get_text()
+
+
+def test_a_speculative_study_draws_every_knob(tmp_path):
+    df = frame(tmp_path)
+    for name, value in (
+        ("speculative_num_steps", 3),
+        ("speculative_eagle_topk", 1),
+        ("speculative_num_draft_tokens", 4),
+    ):
+        df[name] = value
+    fig = parameter_effects(df)
+    drawn = {ax.get_xlabel().split()[0] for ax in fig.axes if ax.get_xlabel()}
+    assert len(drawn) == 5 and "no speculation" not in fig._suptitle.get_text()
