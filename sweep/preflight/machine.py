@@ -385,7 +385,12 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
                     what,
                     status,
                     f"{path}: not on this machine"
-                    + ("; the simulator does not load it" if status == "pass" else ""),
+                    + (
+                        f"; the simulator does not load it, engine=sglang would refuse it "
+                        f"(set {what}.path to the checkpoint on the GPU box)"
+                        if status == "pass"
+                        else ""
+                    ),
                     "" if status == "pass" else f"fix {what}.path",
                 )
             )

@@ -76,6 +76,13 @@ def test_missing_drafter_path_on_a_gpu_box(tmp_path):
     )
 
 
+def test_missing_drafter_path_on_the_simulator_passes_and_says_a_gpu_box_would_refuse_it(tmp_path):
+    proc = preflight(f"tracking.dir={tmp_path}", "drafter.path=/nonexistent/eagle3")
+    assert proc.returncode == 0, proc.stdout
+    line = next(x for x in proc.stdout.splitlines() if "/nonexistent/eagle3" in x)
+    assert "pass" in line and "engine=sglang would refuse it" in " ".join(proc.stdout.split())
+
+
 def test_unwritable_results_dir(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
