@@ -61,9 +61,35 @@ def check_tracking(cfg: DictConfig) -> list[Check]:
     if uri.startswith(("http://", "https://")):
         checks.append(check_mlflow_server(uri.rstrip("/"), shown))
     else:
-        checks.append(Check("mlflow", "pass", redact_url(resolve_sqlite_uri(uri))))
+        checks.append(check_sqlite("mlflow", resolve_sqlite_uri(uri), "tracking.mlflow_uri"))
     checks.append(check_study(cfg))
     return checks
+
+
+def sqlite_folder_problem(uri: str) -> str | None:
+    """Why a sqlite store's file cannot be written (its folder is missing, not a folder, or not
+    writable), or None; None too for a store that is not a sqlite file."""
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return None
+    folder = Path(uri[len(prefix) :]).parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK):
+        return f"{folder} is not writable"
+    return None
+
+
+def check_sqlite(what: str, uri: str, key: str) -> Check:
+    problem = sqlite_folder_problem(uri)
+    if problem is None:
+        return Check(what, "pass", redact_url(uri))
+    return Check(
+        what,
+        "fail",
+        f"{redact_url(uri)}: {problem}",
+        f"set tracking.dir to a writable folder or {key}",
+    )
 
 
 def check_mlflow_server(uri: str, shown: str) -> Check:
@@ -108,6 +134,8 @@ def check_study(cfg: DictConfig) -> Check:
     import optuna
 
     storage = resolve_sqlite_uri(cfg.tracking.optuna_storage)
+    if sqlite_folder_problem(storage):
+        return check_sqlite("study", storage, "tracking.optuna_storage")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         ensure_schema(storage)

@@ -89,6 +89,14 @@ def test_unwritable_results_dir(tmp_path):
     proc = preflight(f"tracking.dir={blocker}/results")
     assert proc.returncode == 1
     assert "results dir" in proc.stdout and "set tracking.dir to a writable folder" in proc.stdout
+    # The sqlite stores inside it fail for the same reason, not with a database server's hint.
+    stores = [
+        x
+        for x in proc.stdout.splitlines()
+        if x.split()[:2] in (["FAIL", "mlflow"], ["FAIL", "study"])
+    ]
+    assert len(stores) == 2 and all("is not a folder" in x for x in stores)
+    assert "sweep.services start" not in proc.stdout
 
 
 def test_changed_search_space_warns(tmp_path):
