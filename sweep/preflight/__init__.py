@@ -4,13 +4,14 @@ Also run at the start of every `python sweep.py -m` (skip with `preflight=false`
 prints pass, warn or fail with what to do about it; nothing here starts a server, and on the
 simulator it all takes a couple of seconds.
 
-__init__  run and main: every check in order (this file)
-__main__  `python -m sweep.preflight`
-check     one check's verdict, and how the console shows a list of them
-fraction  whether every launch names its memory fraction, and what SGLang picks if not
-machine   the engine, the GPUs, host memory and disk, the checkpoints
-load      the host's load against its cores before a simulated sweep (timings distort above)
-stores    the server port, the results folder, MLflow and the Optuna study
+__init__     run and main: every check in order (this file)
+__main__     `python -m sweep.preflight`
+check        one check's verdict, and how the console shows a list of them
+checkpoints  the model and drafter paths, and the drafter's own checks
+fraction     whether every launch names its memory fraction, and what SGLang picks if not
+machine      the engine, the GPUs, host memory and disk
+load         the host's load against its cores before a simulated sweep (timings distort above)
+stores       the server port, the results folder, MLflow and the Optuna study
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import sys
 from omegaconf import DictConfig
 
 from sweep.preflight.check import Check, render
+from sweep.preflight.checkpoints import check_paths
 from sweep.preflight.fraction import check_fraction
 from sweep.preflight.load import check_load
-from sweep.preflight.machine import check_engine, check_gpus, check_host, check_paths
+from sweep.preflight.machine import check_engine, check_gpus, check_host
 from sweep.preflight.stores import check_network, check_tracking
 from sweep.study.space import SearchSpace
 
