@@ -1,12 +1,16 @@
 """Build the bundled workload (harness/data/*.jsonl) from templates written for specsweep.
 
     python tools/build_workload.py          # rewrites harness/data/{prompts,long_context,...}.jsonl
+    python tools/build_workload.py prompts.jsonl   # only the named file(s)
 
 Deterministic: the same seed gives the same files. The long-context prompts quote this
 repository's own source files and docs as they are when the script runs; they are stored (not
 rebuilt at load time) so that editing the code does not silently change the workload and its
 content hash. harness/data/prompts.jsonl's first 60 lines (the original reasoning set) are kept
-as they are; the templated reasoning prompts follow them.
+as they are; the templated reasoning prompts follow them, then the further ones of
+`workload_reasoning_more` (their own generator, so the files before them build as they did).
+Naming files rebuilds only those: long_context.jsonl quotes files that change with the code, so
+growing the reasoning set need not change it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from workload_chat import datagen, datagen_pipeline, multi_turn  # noqa: E402
 from workload_reasoning import reasoning  # noqa: E402
+from workload_reasoning_more import SEED_MORE, distinct, reasoning_more  # noqa: E402
 
 DATA = ROOT / "harness" / "data"
 SEED = 15
@@ -213,17 +218,28 @@ def _write(name: str, records: list[dict[str, object]], keep: list[str] | None =
     print(f"{name}: {len(lines)} prompts, {sum(map(len, lines)) // 1024} KiB")
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
     rng = random.Random(SEED)
     original = (DATA / "prompts.jsonl").read_text().splitlines()[:ORIGINAL_REASONING]
     assert all(re.match(r'\{"id": "(math|code|science|logic)-\d\d"', line) for line in original)
-    _write("prompts.jsonl", reasoning(rng), keep=original)
-    _write("long_context.jsonl", long_context(rng))
-    _write("multi_turn.jsonl", multi_turn())
+    templated = reasoning(rng)
+    seen = {json.loads(line)["prompt"] for line in original}
+    more = distinct(templated + reasoning_more(random.Random(SEED_MORE)), seen)
+    outputs = {"prompts.jsonl": lambda: _write("prompts.jsonl", more, keep=original)}
+    long = long_context(rng)  # drawn in this order whatever is written, so each file is stable
+    outputs["long_context.jsonl"] = lambda: _write("long_context.jsonl", long)
+    outputs["multi_turn.jsonl"] = lambda: _write("multi_turn.jsonl", multi_turn())
     small = datagen(rng)
-    _write("datagen.jsonl", small)
-    _write("datagen_pipeline.jsonl.gz", datagen_pipeline(rng, small))
+    outputs["datagen.jsonl"] = lambda: _write("datagen.jsonl", small)
+    pipeline = datagen_pipeline(rng, small)
+    outputs["datagen_pipeline.jsonl.gz"] = lambda: _write("datagen_pipeline.jsonl.gz", pipeline)
+    unknown = set(only) - set(outputs)
+    if unknown:
+        raise SystemExit(f"no such output: {', '.join(sorted(unknown))}; one of {', '.join(outputs)}")
+    for name, write in outputs.items():
+        if not only or name in only:
+            write()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -19,7 +19,9 @@ When the workload is too small, two things can happen, each said once per benchm
   going) cycles through its own segment again: it never borrows another run's prompts;
 - a run number past the last whole segment reuses segment (r-1) mod segments, another run's
   prompts: its runs are then correlated and the interval narrower than the truth.
-Both are warnings. A workload that cannot give the warm-up and the planned `runs` of the
+Both are warnings, and a level whose planned `runs` cannot all have their own prompts is named
+before the sweep starts (`short_levels`: the banner's workload line and the summary's
+`prompt_reuse`). A workload that cannot give the warm-up and the planned `runs` of the
 objective level disjoint prompts is refused at config time (`check_fits`): the interval the
 verdicts rest on would measure repeats of the same prompts.
 
@@ -68,6 +70,11 @@ class PromptPlan:
     def segments(self, concurrency: int) -> int:
         """Whole, disjoint segments the pool holds at this level."""
         return len(self.pool) // self.segment_length(concurrency)
+
+    def short_levels(self, runs: int) -> dict[int, int]:
+        """The levels whose pool holds fewer than `runs` disjoint runs -> the runs it holds
+        there: runs past them send another run's prompts (said in the banner and summary)."""
+        return {c: self.segments(c) for c in self.sizes if self.segments(c) < runs}
 
     def warmup_prompts(self) -> tuple[Prompt, ...]:
         return self.prompts[: self.warmup]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from harness.measure.prompt_plan import PromptPlan
 from harness.spec import BenchmarkSpec
 from harness.workload import Prompt
 
@@ -23,8 +24,46 @@ def workload_line(spec: BenchmarkSpec, prompts: list[Prompt]) -> str:
     source = f", from {spec.sampling_source}" if spec.sampling_source else ""
     return (
         f"workload {spec.workload}: {len(prompts)} prompts ({mix}); {sampling}{source}; "
-        "warm-up prompts never measured, each run its own prompts, run r the same in every trial"
+        f"warm-up prompts never measured, {own_prompts(spec, prompts)}, run r the same in every "
+        "trial"
     )
+
+
+def own_prompts(spec: BenchmarkSpec, prompts: list[Prompt]) -> str:
+    """ "each run its own prompts", or where the workload is too small for that, which levels'
+    later runs send earlier runs' prompts again (their interval is then narrower than the
+    truth: the runs are correlated)."""
+    plan = PromptPlan(prompts, spec)
+    short = plan.short_levels(spec.runs)
+    if not short:
+        return "each run its own prompts"
+    parts = []
+    for c, held in sorted(short.items()):
+        reused = f"run {held + 1}" if held + 1 == spec.runs else f"runs {held + 1}-{spec.runs}"
+        parts.append(
+            f"at C={c} the workload holds {held} disjoint run{'s' * (held != 1)} of "
+            f"{plan.segment_length(c)} prompts, so {reused} send earlier runs' prompts again"
+        )
+    return (
+        "each run its own prompts except "
+        + "; ".join(parts)
+        + " (correlated runs: their interval is narrower than the truth; a larger workload or "
+        "fewer benchmark.runs avoids it)"
+    )
+
+
+def prompt_reuse(spec: BenchmarkSpec, prompts: list[Prompt]) -> dict[str, dict[str, int]]:
+    """The summary's record of `own_prompts`: per level that reuses, runs planned, disjoint runs
+    held and prompts per run."""
+    plan = PromptPlan(prompts, spec)
+    return {
+        str(c): {
+            "runs": spec.runs,
+            "disjoint_runs": held,
+            "prompts_per_run": plan.segment_length(c),
+        }
+        for c, held in sorted(plan.short_levels(spec.runs).items())
+    }
 
 
 def runs_line(spec: BenchmarkSpec) -> str:

@@ -16,7 +16,10 @@ from omegaconf import DictConfig
 from harness.record.layout import ResultsLayout
 from harness.record.results import Outcome, TrialResult
 from harness.record.stats import objective_runs, speedup_metrics
+from harness.workload import load_prompts
+from sweep.config.specs import build_benchmark_spec
 from sweep.readout import comparisons
+from sweep.readout.banner import prompt_reuse
 from sweep.readout.console import console, summary_table
 from sweep.readout.ranking import for_objective
 from sweep.readout.verdict import best_of, summary_lines, wall_time_line
@@ -152,9 +155,16 @@ def write_summary(
         # The study's one answer (sweep.study.deploy): what the console's Deploy line, the
         # report's headline, the parent run's tags and sweep.reproduce's default say
         "deploy": decision.as_dict() if decision is not None else None,
+        # Levels whose runs could not all have their own prompts (sweep.readout.banner)
+        "prompt_reuse": study_prompt_reuse(cfg),
         "trials": [r.to_dict() for r in done.results],
     }
     path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def study_prompt_reuse(cfg: DictConfig) -> dict[str, dict[str, int]]:
+    spec = build_benchmark_spec(cfg)
+    return prompt_reuse(spec, load_prompts(spec.prompts, spec.seed, spec.categories))
 
 
 def objective_detail(objective: Objective) -> dict:

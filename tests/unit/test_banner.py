@@ -27,3 +27,19 @@ def test_the_runs_line_says_what_a_run_is_at_each_level():
     assert line.startswith("2 warm-up + 5 runs per level of up to 2048 tokens")
     assert "C=1: 3 requests one after another" in line
     assert f"C=8: 8 in flight, a window of {spec.window_at(8)} completions" in line
+
+
+def test_the_workload_line_and_summary_name_a_level_whose_runs_share_prompts():
+    from sweep.readout.banner import prompt_reuse
+
+    s = BenchmarkSpec(model="m", warmup=2, runs=5, concurrency=(1, 64), requests_per_run=3)
+    few = [Prompt(id=f"p{i}", messages=({"role": "user", "content": f"q{i}"},)) for i in range(600)]
+    line = workload_line(s, few)
+    assert "except at C=64 the workload holds 3 disjoint runs of 191 prompts" in line
+    assert "runs 4-5 send earlier runs' prompts again" in line
+    assert prompt_reuse(s, few) == {"64": {"runs": 5, "disjoint_runs": 3, "prompts_per_run": 191}}
+    enough = few + [
+        Prompt(id=f"x{i}", messages=({"role": "user", "content": f"x{i}"},)) for i in range(400)
+    ]
+    assert "each run its own prompts, run r" in workload_line(s, enough)
+    assert prompt_reuse(s, enough) == {}

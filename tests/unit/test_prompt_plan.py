@@ -78,3 +78,17 @@ def test_a_workload_far_too_small_is_refused_at_config_time():
     check_fits(prompts(17), s)  # 2 + 5 x 3
     with pytest.raises(ConfigError, match="has 16 prompts; the plan needs 17"):
         check_fits(prompts(16), s)
+
+
+def test_short_levels_names_the_levels_whose_runs_cannot_all_have_their_own_prompts():
+    s = spec(warmup=2, runs=5, concurrency=(1, 64), requests_per_run=3, max_runs=20)
+    # 64 in flight: 2 x 64 + 64 - 1 = 191 prompts a run.
+    assert PromptPlan(prompts(2 + 5 * 191), s).short_levels(5) == {}
+    assert PromptPlan(prompts(2 + 3 * 191), s).short_levels(5) == {64: 3}
+
+
+def test_the_default_workload_gives_five_runs_at_64_in_flight_their_own_prompts():
+    # Issue #31: at the default warm-up and runs, no run at 64 reuses another run's prompts.
+    s = spec(warmup=2, runs=5, concurrency=(1, 8, 32, 64), requests_per_run=3, max_runs=20)
+    reasoning = load_prompts("builtin", 0, ("math", "code", "science", "logic"))
+    assert PromptPlan(reasoning, s).short_levels(s.runs) == {}
