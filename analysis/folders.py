@@ -82,6 +82,9 @@ def trial_row(folder: Path, result: TrialResult) -> dict[str, Any]:
         # What the server ran when it said so, else what was asked.
         effective = _number(result.effective.get(name))
         row[name] = _number(result.params.get(name)) if effective is None else effective
+    # The running-request limit the server ran with: which baseline a level compares with
+    # (analysis.frame.level_baseline).
+    row["max_running_requests"] = _number(result.effective.get("max_running_requests"))
     row.update(metrics(result, record.get("baseline_tok_s"), record.get("baseline_runs")))
     return row
 

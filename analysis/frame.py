@@ -57,6 +57,26 @@ def baseline(df: pd.DataFrame) -> pd.Series | None:
     return None if rows.empty else rows.iloc[0]
 
 
+def uncapped_baseline(df: pd.DataFrame) -> pd.Series | None:
+    """The baseline measured at SGLang's own running-request limit (sweep.study.baseline), where
+    the study has one: what a deployment without speculation runs above speculation's cap."""
+    rows = df[(df["role"] == "baseline") & (df["outcome"] == OK)]
+    rows = rows[rows["name"].astype(str).str.endswith("_uncapped")]
+    return None if rows.empty else rows.iloc[0]
+
+
+def level_baseline(df: pd.DataFrame, concurrency: int) -> pd.Series | None:
+    """The baseline a level's answer compares with (sweep.study.levels): above the trials'
+    running-request cap, the uncapped one where it was measured (at equal caps both servers
+    would queue the same requests, which no deployment without speculation does); else the
+    study's own."""
+    free = uncapped_baseline(df)
+    caps = trials(df).get("max_running_requests", pd.Series(dtype=float)).dropna()
+    if free is not None and not caps.empty and concurrency > caps.min():
+        return free
+    return baseline(df)
+
+
 def trials(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["role"] == "trial"]
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.frame import baseline, concurrency_levels, measured
+from analysis.frame import baseline, concurrency_levels, level_baseline, measured
 
 
 def level_column(concurrency: int) -> str:
@@ -57,9 +57,12 @@ def speedup_vs_concurrency(df: pd.DataFrame, top: int = 4) -> Figure:
             ratios, errors = [], []
             for c in levels:
                 col = level_column(c)
-                t, b = row.get(col, np.nan), base.get(col, np.nan)
+                against = level_baseline(df, c)  # the per-level table's baseline at C
+                t, b = row.get(col, np.nan), against.get(col, np.nan)
                 ratio = t / b if b and not pd.isna(t) and not pd.isna(b) else np.nan
-                rel = math.hypot(_rel(row.get(f"{col}_ci95"), t), _rel(base.get(f"{col}_ci95"), b))
+                rel = math.hypot(
+                    _rel(row.get(f"{col}_ci95"), t), _rel(against.get(f"{col}_ci95"), b)
+                )
                 ratios.append(ratio)
                 errors.append(ratio * rel if not pd.isna(ratio) else np.nan)
             ax.errorbar(
@@ -79,6 +82,12 @@ def speedup_vs_concurrency(df: pd.DataFrame, top: int = 4) -> Figure:
         # The bars come from each mean's own interval; the per-level table pairs run r of both
         # (same prompts), which cancels the prompts' spread: its interval is the narrower one.
         note = "bars: 95%, unpaired (the per-level table's paired interval is tighter)"
+        above = [c for c in levels if level_baseline(df, c)["name"] != base["name"]]
+        if above:
+            note += (
+                f"\nat {', '.join(map(str, above))}: vs the baseline without a request cap "
+                "(as the table)"
+            )
         ax.text(0.01, 0.98, note,
                 transform=ax.transAxes, fontsize=7, color="tab:gray", va="top")  # fmt: skip
     ax.set_xlabel("concurrency (requests in flight)")

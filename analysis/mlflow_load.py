@@ -51,6 +51,8 @@ def load_mlflow(experiment: str, tracking_uri: str) -> pd.DataFrame:
         effective = pd.to_numeric(raw.get(f"params.effective.{name}", nothing), errors="coerce")
         requested = pd.to_numeric(raw.get(f"params.{name}", nothing), errors="coerce")
         df[name] = effective.fillna(requested)
+    running = raw.get("params.effective.max_running_requests", nothing)
+    df["max_running_requests"] = pd.to_numeric(running, errors="coerce")  # frame.level_baseline
     for column in raw.columns:
         # Metrics no trial has are the sweep parents' (n_trials, best_tok_s, ...): left out.
         stepped = column == "metrics.accept_len_by_window"  # a list: accept_by_window below

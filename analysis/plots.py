@@ -9,7 +9,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import objective
-from analysis.frame import NUMERIC, baseline, concurrency_levels, measured, trials
+from analysis.frame import (
+    NUMERIC,
+    baseline,
+    concurrency_levels,
+    measured,
+    trials,
+    uncapped_baseline,
+)
 
 TOK_S = objective.SINGLE_STREAM.label
 FAIL_STYLE = {
@@ -236,19 +243,21 @@ def oom_map(df: pd.DataFrame) -> Figure:
 def throughput_vs_concurrency(df: pd.DataFrame, top: int = 3) -> Figure:
     levels = concurrency_levels(df)
     fig, ax = plt.subplots(figsize=(8, 5))
-    rows = [baseline(df)] + [r for _, r in ranked(df).head(top).iterrows()]  # the study's best
+    # The study's baseline, the one at SGLang's own running-request limit where the study
+    # measured it (the per-level answers above the cap compare with it), and the study's best.
+    free = uncapped_baseline(df)
+    rows = [baseline(df), free] + [r for _, r in ranked(df).head(top).iterrows()]
     for row in rows:
         if row is None:
             continue
         values = [row.get(f"output_tok_s_c{c}", np.nan) for c in levels]
-        style = "--" if row["role"] == "baseline" else "-"
-        ax.plot(
-            levels,
-            values,
-            style,
-            marker="o",
-            label=row["config"] if row["role"] == "baseline" else f"{row['name']} {row['config']}",
-        )
+        if row is free:
+            label, style = "baseline at SGLang's own running-request limit (no cap)", ":"
+        elif row["role"] == "baseline":
+            label, style = row["config"], "--"
+        else:
+            label, style = f"{row['name']} {row['config']}", "-"
+        ax.plot(levels, values, style, marker="o", label=label)
     ax.set_xscale("log")
     ax.set_xticks(levels, [str(c) for c in levels])
     ax.set_xlabel("concurrency (requests in flight)")
