@@ -20,6 +20,7 @@ trials       ask -> verdict -> launch -> tell, serially or in GPU slots
 records      results the study writes itself for trials it does not launch
 history      the study's results across every sweep and worker; the starts n_trials counts
 levels       the recommendation per level: what to deploy at each concurrency
+deployed     the baseline a deployment runs at each level, which the study's answer compares with
 deploy       the study's one answer (Deploy line, summary, parent run, report, reproduce)
 artifacts    what the parent run carries besides the summary: table, importances, figures
 summary      the close: table and verdict, summary-<time>.json, the parent run

@@ -26,6 +26,7 @@ from sweep.readout.verdict import best_of, summary_lines, wall_time_line
 from sweep.study import deploy, levels
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import cap_of, caps, caps_line
+from sweep.study.deployed import deployed_baseline, deployed_line
 from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
@@ -130,6 +131,7 @@ def write_summary(
     objective: Objective | None = None,
     compared: comparisons.Comparisons | None = None,
     decision: deploy.Decision | None = None,
+    reuse: dict[str, dict[str, int]] | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
@@ -156,7 +158,7 @@ def write_summary(
         # report's headline, the parent run's tags and sweep.reproduce's default say
         "deploy": decision.as_dict() if decision is not None else None,
         # Levels whose runs could not all have their own prompts (sweep.readout.banner)
-        "prompt_reuse": study_prompt_reuse(cfg),
+        "prompt_reuse": reuse or {},
         "trials": [r.to_dict() for r in done.results],
     }
     path.write_text(json.dumps(data, indent=2, default=str))
@@ -207,9 +209,11 @@ def finish(
         compared = comparisons.compare(
             done.results, dict(cfg.search.get("reference") or {}), cfg.search.space, ranking
         )
+    # The answer compares with the baseline a deployment runs at each level (sweep.study.deployed)
+    judged = deployed_baseline(done.baseline, done.uncapped)
     table = summary_table(
         done.results,
-        done.baseline,
+        judged,
         simulated,
         notes=over,
         ranking=ranking,
@@ -230,8 +234,10 @@ def finish(
         equal = request_caps["baseline"] if request_caps and request_caps["equal"] else None
         console.print(levels.table(rows, simulated, objective.slo_text(), equal))
     lines, metrics = summary_lines(
-        done.results, done.baseline, done.recheck, exclude=set(over), ranking=ranking
+        done.results, judged, done.recheck, exclude=set(over), ranking=ranking
     )
+    if which := deployed_line(done.baseline, done.uncapped):
+        lines.insert(0, which)
     if compared is not None:
         best = best_of(done.results, set(over), ranking)
         lines += comparisons.lines(compared, best, ranking)
@@ -243,7 +249,7 @@ def finish(
         )
     decision = deploy.decide(
         done.results,
-        done.baseline,
+        judged,
         ranking,
         rows,
         set(over),
@@ -266,7 +272,8 @@ def finish(
     metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
     metrics["n_infeasible"] = float(len(over))
     summary = ResultsLayout.summary_file(study_dir)
-    write_summary(summary, cfg, done, parent, metrics, rows, objective, compared, decision)
+    reuse = study_prompt_reuse(cfg)
+    write_summary(summary, cfg, done, parent, metrics, rows, objective, compared, decision, reuse)
     artifacts = [summary, *sweep_artifacts(cfg, study, objective, study_dir, summary, rows)]
     tracker.end_sweep(parent, metrics, artifacts, done.status, deploy.tags(decision))
     report = next(
