@@ -12,7 +12,7 @@ COMPAT := .venv-compat
 COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic \
 	pyzmq tqdm ipython aiohttp transformers==5.19.0
 
-.PHONY: sweep test compat compat-env lint bench ui clean
+.PHONY: sweep test compat compat-env lint bench ui screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,13 @@ bench: $(STAMP)
 ui: $(STAMP)
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow server \
 		--backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000 --workers 1
+
+## docs/img's screenshots of MLflow's UI on a results folder (RESULTS=..., default results): the
+## study's view as a list and as charts, and the experiment as MLflow opens it without the link.
+## Starts `make ui`'s server on a free port and headless Chromium (Debian's, apt-get installed when
+## missing; root). tools/ui_screenshots.py says more.
+screenshots: $(STAMP)
+	$(PY) tools/ui_screenshots.py --results $(or $(RESULTS),results) --out docs/img
 
 clean:
 	rm -rf results outputs multirun .pytest_cache $(COMPAT)

@@ -41,6 +41,7 @@ from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
 from sweep.study.summary import SweepOutcome, finish
 from sweep.study.trials import TrialLoop, trials_to_run
+from sweep.tracking import view
 from sweep.tracking.provenance import software_changes
 
 _FINISHED = (
@@ -137,6 +138,14 @@ class StudyRun:
             tags=self._sweep_tags(storage_url),
             params=self._sweep_params(),
         )
+        # The study's view in MLflow's UI (sweep.tracking.view), the same for every sweep of it
+        shared_view = view.write_view(
+            tracker.client,
+            tracker.experiment_id,
+            cfg.search.study_name,
+            self.plan.objective.metrics,
+            list(self.plan.space.params),
+        )
         session = StudySession(
             cfg=cfg,
             plan=self.plan,
@@ -193,7 +202,15 @@ class StudyRun:
                 ],
             )
             finish(
-                cfg, done, study, self.plan.objective, tracker, parent, self.study_dir, storage_url
+                cfg,
+                done,
+                study,
+                self.plan.objective,
+                tracker,
+                parent,
+                self.study_dir,
+                storage_url,
+                shared_view,
             )
             claims.close()
         if status == "KILLED":  # no traceback: what was kept is above, and how to go on

@@ -31,6 +31,7 @@ from sweep.study.objective import Objective
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
 from sweep.tracking.runs import Tracker, resolve_sqlite_uri
+from sweep.tracking.view import view_link
 
 
 @dataclass(frozen=True)
@@ -198,8 +199,10 @@ def finish(
     parent: str | None,
     study_dir: Path,
     storage_url: str,
+    view: str | None = None,
 ) -> Path:
-    """Print the table and the verdict, write the summary, close the parent run."""
+    """Print the table and the verdict, write the summary, close the parent run. `view`: the
+    key of the study's view in MLflow's UI (sweep.tracking.view), None where none was written."""
     simulated = cfg.engine.name == "sim"
     console.print()
     over = infeasible(done.results, objective)
@@ -279,7 +282,7 @@ def finish(
     report = next(
         (p for p, folder in artifacts_in(artifacts, "report") if p.suffix == ".html"), None
     )
-    where_things_are(cfg, tracker, study_dir, summary, storage_url, report)
+    where_things_are(cfg, tracker, study_dir, summary, storage_url, report, view)
     console.print(f"[dim]sweep finished with status {done.status}[/dim]")
     return summary
 
@@ -295,6 +298,7 @@ def where_things_are(
     summary: Path,
     storage_url: str,
     report: Path | None = None,
+    view: str | None = None,
 ) -> None:
     mlflow_uri = redact_url(resolve_sqlite_uri(cfg.tracking.mlflow_uri))
     if tracker.offline:
@@ -313,16 +317,20 @@ def where_things_are(
     console.print(
         f"MLflow:        {mlflow_uri} (experiment {cfg.tracking.experiment!r})", soft_wrap=True
     )
+    # The study's runs, not MLflow's GenAI overview: its trials and baseline best first, with
+    # their numbers as columns (sweep.tracking.view)
     if mlflow_uri.startswith(("http://", "https://")):
-        console.print(f"Open the UI:   {mlflow_uri}", soft_wrap=True)
+        link = view_link(mlflow_uri, tracker.experiment_id, view)
+        console.print(f"Open the UI:   {link}", soft_wrap=True)
         console.print(
             f"Optuna study:  {cfg.search.study_name!r} in {redact_url(storage_url)}",
             soft_wrap=True,
         )
     else:
+        link = view_link("http://127.0.0.1:5000", tracker.experiment_id, view)
         console.print(
             f"Open the UI:   make ui   (or: mlflow server --backend-store-uri {mlflow_uri} "
-            "--workers 1), then http://127.0.0.1:5000",
+            f"--workers 1), then\n               {link}",
             soft_wrap=True,
         )
     console.print(

@@ -110,7 +110,7 @@ class Tracker:
             self.experiment_id = self._create(experiment, artifact_root)
         else:
             self.experiment_id = found.experiment_id
-        # MLflow 3's UI opens unknown experiments on its GenAI (traces) page; a sweep is runs.
+        # A sweep is runs, not traces: what UIs without 3.17's GenAI switch read (tracking.view)
         try:
             self.client.set_experiment_tag(
                 self.experiment_id, EXPERIMENT_KIND, "custom_model_development"

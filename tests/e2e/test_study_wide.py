@@ -26,18 +26,41 @@ def last_summary(tmp_path) -> dict:
     return json.loads(summaries[-1].read_text())
 
 
+def study_views(tmp_path) -> tuple[str, dict[str, dict]]:
+    """The experiment's id and its saved views in MLflow's UI (sweep.tracking.view)."""
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.get_experiment_by_name("kimi-k25-eagle3")
+    prefix = "mlflow.sharedViewState."
+    found = {
+        k[len(prefix) :]: json.loads(v) for k, v in experiment.tags.items() if k.startswith(prefix)
+    }
+    return experiment.experiment_id, found
+
+
 def test_a_resume_finishes_the_studys_trials_and_answers_for_all_of_them(tmp_path):
     port = free_port()
     first = sweep(tmp_path, port, "search.n_trials=1", *QUIET)
     assert first.returncode == 0, first.stdout + first.stderr
     assert re.search(r"The study's \d+ trials?:", first.stdout)
     earlier = len(last_summary(tmp_path)["trials"])  # a duplicate proposal is a trial too
+    experiment, views = study_views(tmp_path)
+    assert list(views) == ["specsweep-kimi-k25-eagle3"]
+    link = (
+        f"http://127.0.0.1:5000/#/experiments/{experiment}/runs?"
+        "viewStateShareKey=specsweep-kimi-k25-eagle3&workflowType=machine_learning"
+    )
+    assert link in first.stdout  # under "Open the UI:"
 
     second = sweep(tmp_path, port, "search.n_trials=2", *QUIET)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "1 trial to finish the study's 2 (1 done" in second.stdout
     shown = re.search(r"The study's (\d+) trials \((\d+) from earlier sweeps", second.stdout)
     assert shown and int(shown[2]) == earlier, second.stdout
+    _, again = study_views(tmp_path)  # the resumed sweep rewrote the one view, kept its birth
+    assert list(again) == list(views)
+    (before,), (after,) = views.values(), again.values()
+    assert after["createdAt"] == before["createdAt"] < after["updatedAt"]
+    assert link in second.stdout
     summary = last_summary(tmp_path)
     names = [t["name"] for t in summary["trials"]]
     assert len(names) == int(shown[1]) and names[:earlier] == [
