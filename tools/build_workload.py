@@ -235,7 +235,8 @@ def main(only: list[str]) -> None:
     outputs["datagen_pipeline.jsonl.gz"] = lambda: _write("datagen_pipeline.jsonl.gz", pipeline)
     unknown = set(only) - set(outputs)
     if unknown:
-        raise SystemExit(f"no such output: {', '.join(sorted(unknown))}; one of {', '.join(outputs)}")
+        names = ", ".join(outputs)
+        raise SystemExit(f"no such output: {', '.join(sorted(unknown))}; one of {names}")
     for name, write in outputs.items():
         if not only or name in only:
             write()
