@@ -57,6 +57,10 @@ class BenchmarkSpec:
     adaptive: bool = False  # add runs until the 95% interval is within target_ci_pct
     target_ci_pct: float = 2.0
     max_runs: int = 20
+    # The number of the first measured run at each level: 1, or after the runs a trial recorded
+    # for a resolve relaunch (sweep.study.resolve). Run r sends the prompt plan's segment r, so
+    # run r of every trial and of the baseline sends the same prompts.
+    first_run: int = 1
     # The lossless check (harness.measure.lossless): this many prompts, greedy, lossless_max_tokens
     # each, compared with the baseline's outputs after the measured runs. 0: off.
     lossless_check: int = 4
@@ -119,6 +123,7 @@ class BenchmarkSpec:
             ),
             (0 < self.target_ci_pct <= 100, "benchmark.target_ci_pct must be in (0, 100]"),
             (self.max_runs >= self.runs, "benchmark.max_runs must be >= benchmark.runs"),
+            (self.first_run >= 1, f"trial.first_run={self.first_run}: >= 1"),
             (
                 0 <= self.lossless_check <= 1000,
                 f"benchmark.lossless_check={self.lossless_check}: 0..1000 prompts (0: off)",

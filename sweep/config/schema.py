@@ -249,6 +249,11 @@ class TrialConfig:
     gpus: Optional[str] = None  # CUDA_VISIBLE_DEVICES of the trial's GPU slot, e.g. "2,3"
     pid_file: Optional[str] = None  # the slot's server record (default: per port, in tracking.dir)
     lossless_reference: Optional[str] = None  # the baseline's lossless.jsonl, set by the sweep
+    # A resolve relaunch (sweep.study.resolve): `runs` more runs numbered from `first_run`, so
+    # run r sends the prompts run r of every trial sent; exactly that many (no adaptive runs),
+    # no lossless check (the first launch did it). None: benchmark.runs from run 1.
+    first_run: int = 1
+    runs: Optional[int] = None
 
 
 @dataclass
