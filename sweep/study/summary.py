@@ -23,7 +23,7 @@ from sweep.readout.verdict import best_of, summary_lines, wall_time_line
 from sweep.study import deploy, levels
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import cap_of, caps, caps_line
-from sweep.study.objective import Objective
+from sweep.study.objective import Objective, infeasible
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
 from sweep.tracking.runs import Tracker, resolve_sqlite_uri
@@ -48,6 +48,11 @@ class SweepOutcome:
     this_sweep: list[TrialResult] | None = None
     measured_here: list[TrialResult] | None = None
     unreadable: list[str] = field(default_factory=list)  # trials whose folder is elsewhere
+    # The resolve phase (sweep.study.resolve_phase): this sweep's relaunches (their wall time is
+    # this sweep's) and its report (the verdict's state, what the study's rounds spent, and the
+    # line that says what settles an unresolved verdict).
+    relaunches: list[TrialResult] = field(default_factory=list)
+    resolve: dict | None = None
 
     @property
     def own(self) -> list[TrialResult]:
@@ -152,9 +157,26 @@ def write_summary(
         # The study's one answer (sweep.study.deploy): what the console's Deploy line, the
         # report's headline, the parent run's tags and sweep.reproduce's default say
         "deploy": decision.as_dict() if decision is not None else None,
+        # The resolve phase: whether the answer is settled, the rounds the study spent on it
+        # (sweep.study.resolve_phase), and what settles it where it is not
+        "resolve": _plain_resolve(done.resolve),
         "trials": [r.to_dict() for r in done.results],
     }
     path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def _plain_resolve(report: dict | None) -> dict | None:
+    if report is None:
+        return None
+    return {**report, "line": deploy.plain(report["line"]) if report.get("line") else None}
+
+
+def resolve_tags(report: dict | None) -> dict[str, str]:
+    """The parent run's `specsweep.resolve`: resolved, or unresolved with why."""
+    if report is None:
+        return {}
+    why = report.get("unresolved")
+    return {"specsweep.resolve": f"unresolved: {why}"[:5000] if why else "resolved"}
 
 
 def objective_detail(objective: Objective) -> dict:
@@ -166,15 +188,6 @@ def objective_detail(objective: Objective) -> dict:
         "slo": objective.slo,
         "slo_level": objective.slo_level,
     }
-
-
-def infeasible(results: list[TrialResult], objective: Objective) -> dict[str, str]:
-    """Measured trials over a latency limit -> what they broke (Optuna: constraint > 0)."""
-    found = {}
-    for r in results:
-        if r.outcome is Outcome.OK and (broken := objective.violations(r)):
-            found[r.name] = "over SLO: " + "; ".join(broken)
-    return found
 
 
 def finish(
@@ -246,19 +259,26 @@ def finish(
             for line in lines
         ]
     baselines = [done.baseline, done.uncapped] if done.measured_here is None else done.measured_here
-    this_sweep = [r for r in (*baselines, *done.own, done.recheck) if r is not None]
+    this_sweep = [
+        r for r in (*baselines, *done.own, *done.relaunches, done.recheck) if r is not None
+    ]
     lines.append(wall_time_line(this_sweep, done.total_s))
     if objective.multi:
         lines.append(pareto_lines(study, objective))
     lines.append("\n" + decision.line())
+    if done.resolve is not None and done.resolve.get("line"):  # and what would settle it
+        lines.append(done.resolve["line"])
     for line in lines:
         console.print(line, soft_wrap=True)
     metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
     metrics["n_infeasible"] = float(len(over))
+    if done.resolve is not None:  # what the study's resolve rounds spent
+        metrics.update({f"resolve_{k}": v for k, v in done.resolve["spent"].items()})
     summary = ResultsLayout.summary_file(study_dir)
     write_summary(summary, cfg, done, parent, metrics, rows, objective, compared, decision)
     artifacts = [summary, *sweep_artifacts(cfg, study, objective, study_dir, summary, rows)]
-    tracker.end_sweep(parent, metrics, artifacts, done.status, deploy.tags(decision))
+    tags = {**deploy.tags(decision), **resolve_tags(done.resolve)}
+    tracker.end_sweep(parent, metrics, artifacts, done.status, tags)
     report = next(
         (p for p, folder in artifacts_in(artifacts, "report") if p.suffix == ".html"), None
     )
