@@ -100,6 +100,7 @@ class Plan:
     stop: str | None = None  # why nothing is launched though unresolved: off, spent, exhausted
     rounds_done: int = 0
     contenders: tuple[str, ...] = field(default_factory=tuple)  # who a round would relaunch
+    baseline: bool = False  # and the baseline with them
 
     @property
     def resolved(self) -> bool:
@@ -154,22 +155,25 @@ def plan(
     if now.why is None or now.best is None:
         return Plan(now, rounds_done=rounds_done)
     keep = settings.max_contenders - 1
-    contenders = (now.best.name, *now.tied[:keep])
-    if settings.max_rounds == 0:
-        return Plan(now, stop="off", rounds_done=rounds_done, contenders=contenders)
-    if rounds_done >= settings.max_rounds:
-        return Plan(now, stop="spent", rounds_done=rounds_done, contenders=contenders)
     base = baseline if baseline is not None and baseline.outcome is Outcome.OK else None
+    contenders = (now.best.name, *now.tied[:keep])
+
+    def plan_(chosen: Round | None = None, stop: str | None = None) -> Plan:
+        return Plan(now, chosen, stop, rounds_done, contenders, base is not None)
+
+    if settings.max_rounds == 0:
+        return plan_(stop="off")
+    if rounds_done >= settings.max_rounds:
+        return plan_(stop="spent")
     by_name = {r.name: r for r in results}
     sides = [by_name[n] for n in contenders] + ([base] if base is not None else [])
     first = 1 + max((r.run for side in sides for r in side.runs), default=0)
     fresh = segments - (first - 1)
     if fresh < 1:
-        return Plan(now, stop="exhausted", rounds_done=rounds_done, contenders=contenders)
+        return plan_(stop="exhausted")
     runs = min(settings.runs, fresh)
     left = now.tied[keep:]
-    chosen = Round(contenders, base is not None, first, runs, left, runs < settings.runs)
-    return Plan(now, chosen, rounds_done=rounds_done, contenders=contenders)
+    return plan_(Round(contenders, base is not None, first, runs, left, runs < settings.runs))
 
 
 def _names(names: Sequence[str]) -> str:
@@ -202,7 +206,8 @@ def unresolved_line(
     if current.resolved or current.stop is None:
         return None
     why = current.state.why
-    sides = ", ".join(current.contenders) + " and the baseline"
+    names = list(current.contenders) + (["the baseline"] if current.baseline else [])
+    sides = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
     if current.stop == "off":
         again = shlex.join(
             [

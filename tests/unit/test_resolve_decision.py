@@ -162,6 +162,9 @@ def test_the_line_below_the_deploy_line_names_what_settles_it():
     dry = plan([CLOSE, FAR], segments=5)
     assert "no fresh prompts left" in resolve.unresolved_line(dry, BUDGET, (), 0)
     assert resolve.unresolved_line(plan([FAST, FAR]), BUDGET, (), 0) is None
+    alone = plan([NOISY_FAST, STEADY_FAST], baseline=None, settings=resolve.Settings())
+    line = resolve.unresolved_line(alone, resolve.Settings(), (), 0)
+    assert "on trial_0000 and trial_0001;" in line and "baseline" not in line.split("on trial")[1]
 
 
 @pytest.mark.parametrize(
