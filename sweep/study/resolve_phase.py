@@ -10,7 +10,8 @@ one's runs in its folder; MLflow follows at the end of the round (sweep.tracking
 study keeps the account of its rounds in the user attribute `resolve.<setup key>` (round,
 contenders, run numbers, each launch, status, wall time, GPU-hours): a resume reads it, so the
 budget is the study's and a finished round is never run again (an interrupted one does not
-count against it). One worker of several resolves (a claim); the others leave it to that one.
+count against it). One worker of several resolves: the last to finish its trials (while another
+worker's trial runs, its result may change the verdict), under a claim.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
+
+from optuna.trial import TrialState
 
 from harness.measure.prompt_plan import PromptPlan
 from harness.record.results import Outcome, RunSummary, TrialResult
@@ -113,6 +116,14 @@ class ResolvePhase:
     def run(self) -> None:
         now = self.plan()
         if now.round is None:
+            return
+        running = self.session.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if running:  # another worker's trial: its result may change the verdict
+            names = ", ".join(f"trial_{t.number:04d}" for t in running[:3])
+            console.print(
+                f"resolve: other workers are still measuring ({names}); the last one to finish "
+                "resolves the study's verdict"
+            )
             return
         claims = self.session.claims
         if not claims.try_claim(CLAIM):
