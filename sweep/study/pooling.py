@@ -14,6 +14,7 @@ requests, its own result).
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -85,3 +86,16 @@ def write(pooled: TrialResult) -> None:
     if not first.exists() and (folder / "result.json").is_file():
         shutil.copy2(folder / "result.json", first)
     pooled.write(folder)
+
+
+def first_launch(record: TrialResult | None) -> TrialResult | None:
+    """The record as its first launch left it (result-launch.json), or itself where nothing was
+    pooled into it: what the baseline's re-check, which sends the same runs' prompts again, is
+    compared with for drift."""
+    if record is None or not record.resolve:
+        return record
+    kept = Path(record.folder) / FIRST_LAUNCH
+    if not kept.is_file():
+        return record
+    data = json.loads(kept.read_text())
+    return TrialResult.from_dict(data)

@@ -20,7 +20,7 @@ from sweep.readout import comparisons
 from sweep.readout.console import console, summary_table
 from sweep.readout.ranking import for_objective
 from sweep.readout.verdict import best_of, summary_lines, wall_time_line
-from sweep.study import deploy, levels
+from sweep.study import deploy, levels, pooling
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import cap_of, caps, caps_line
 from sweep.study.objective import Objective, infeasible
@@ -233,7 +233,12 @@ def finish(
         equal = request_caps["baseline"] if request_caps and request_caps["equal"] else None
         console.print(levels.table(rows, simulated, objective.slo_text(), equal))
     lines, metrics = summary_lines(
-        done.results, done.baseline, done.recheck, exclude=set(over), ranking=ranking
+        done.results,
+        done.baseline,
+        done.recheck,
+        exclude=set(over),
+        ranking=ranking,
+        drift_from=pooling.first_launch(done.baseline),  # runs 1-N, as the re-check sends them
     )
     if compared is not None:
         best = best_of(done.results, set(over), ranking)

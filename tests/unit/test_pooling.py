@@ -55,6 +55,9 @@ def test_a_second_round_adds_to_the_first_and_the_first_launch_is_kept_once(tmp_
     again = TrialResult.read(tmp_path)
     assert [r.run for r in again.runs] == [1, 2, 3, 4, 5, 6, 7]
     assert [e["round"] for e in again.resolve] == [1, 2]
+    # The baseline's re-check repeats runs 1-3's prompts: its drift is against this launch.
+    assert [r.run for r in pooling.first_launch(again).runs] == [1, 2, 3]
+    assert pooling.first_launch(first) is first
 
 
 def test_a_relaunch_that_ran_another_server_is_named_not_pooled(tmp_path):
