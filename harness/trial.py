@@ -134,12 +134,13 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
             probe = MemoryProbe(server.log_path, command.base_url, dict(command.headers))
             bench = _benchmark(spec, server, clock, reporter, probe)
             timing = SimulatorTiming(reads=clock.simulated)  # its lag per run (measure.sim_timing)
+            last_run = spec.benchmark.first_run - 1 + spec.benchmark.runs  # "run 6/8" on a relaunch
             with bench:
                 bench.warm_up()  # recorded, kept out of the measurements
                 for run in bench.schedule():  # repeats: replaced, adaptive, stopped early
                     bench.flush()  # no run reuses another's cache or counters
                     probe.start_run()  # the window's log lines and counters (measure.memory_probe)
-                    reporter.run_done(probe.end_run(bench.measure(run)), spec.benchmark.runs)
+                    reporter.run_done(probe.end_run(bench.measure(run)), last_run)
                     timing.after_run(_simulator_info(server) if timing.reads else {})
                 _check_after_last_run(server)  # a server that died with the last request
                 measured = bench.result()  # aggregate: means and intervals over the runs

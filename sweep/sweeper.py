@@ -31,7 +31,7 @@ from sweep.launch.parse_check import check_launch_flags
 from sweep.launch.slots import slot_count, worker_gpus
 from sweep.readout.comparisons import check_reference
 from sweep.readout.console import console
-from sweep.study import memory
+from sweep.study import memory, resolve
 from sweep.study.baseline import baseline_overrides
 from sweep.study.budget import Budget
 from sweep.study.objective import Objective
@@ -76,11 +76,17 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
         raise ConfigError(str(exc)) from None
     if search.objective == "speedup" and not search.baseline:
         raise ConfigError("search.objective=speedup needs the baseline: set search.baseline=true.")
-    try:  # search.memory and search.budget_gpu_hours (sweep/study/memory.py, budget.py)
+    try:  # search.memory, search.budget_gpu_hours, search.resolve (sweep/study/memory.py, ...)
         memory.resolve_mode(str(search.get("memory", "auto")), objective)
         Budget(search.get("budget_gpu_hours"))
+        rounds = resolve.Settings.from_config(search)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if rounds.runs > benchmark.max_runs:
+        raise ConfigError(
+            f"search.resolve.runs={rounds.runs}: at most benchmark.max_runs={benchmark.max_runs} "
+            "runs on one server start."
+        )
     space = SearchSpace.from_config(search.space)
     try:  # the trial a study without a baseline is compared to (sweep/readout/comparisons.py)
         check_reference(search.get("reference"), space.params)

@@ -4,7 +4,8 @@ Per concurrency level, in order: `runs` complete runs (an incomplete one, with a
 aborted request, is replaced, up to `max_runs` started), more while `adaptive` and the 95%
 interval of the level's rate (decode tok/s at C = 1, output tok/s above) is wider than
 `target_ci_pct`, and none after an early stop (`EarlyStop`: this configuration cannot beat the
-best so far), which ends the whole schedule.
+best so far), which ends the whole schedule. Runs are numbered from `first_run` (1, or after the
+runs a trial already recorded when a resolve relaunch adds more: the number picks the prompts).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Schedule:
             number = 0
             while self.wants_another_run(number, concurrency):
                 number += 1
-                yield Run(number, concurrency)
+                yield Run(self.spec.first_run - 1 + number, concurrency)
                 more = not last_level or self.wants_another_run(number, concurrency)
                 complete = [r for r in self.measured if not r.incomplete]
                 if more and self.early_stop and self.early_stop.should_stop(complete):

@@ -180,6 +180,9 @@ class TrialResult:
     # What the ready server lacked of what the harness parses, one line each
     # (harness.measure.surface_check; empty: all there)
     surface_mismatches: list[str] = field(default_factory=list)
+    # Relaunches of this configuration whose runs are pooled into `runs` (the resolve phase,
+    # sweep.study.resolve): round, folder, run numbers, outcome, wall_s each; empty: one launch.
+    resolve: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

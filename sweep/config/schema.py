@@ -186,6 +186,17 @@ class SLOConfig:
 
 
 @dataclass
+class ResolveConfig:
+    """The resolve phase after the search (sweep/study/resolve.py, docs/search.md): while the
+    study's verdict is unresolved (the best's paired 95% interval against the baseline includes
+    1x, or it is tied with runner-ups), relaunch the contenders and the baseline for more runs."""
+
+    max_rounds: int = 0  # rounds the study may spend in all (a resume spends what is left); 0: off
+    runs: int = 3  # more runs on each contender per round, numbered after the recorded ones
+    max_contenders: int = 3  # trials relaunched per round: the best and its tied runner-ups
+
+
+@dataclass
 class SearchConfig:
     study_name: str = MISSING
     n_trials: int = 12
@@ -219,6 +230,7 @@ class SearchConfig:
     # (sweep/readout/comparisons.py), named by searched parameters, e.g. {mem_fraction_static: 0.85,
     # hicache_size: 0}.
     reference: Dict[str, Any] = field(default_factory=dict)
+    resolve: ResolveConfig = field(default_factory=ResolveConfig)
 
 
 @dataclass
@@ -249,6 +261,11 @@ class TrialConfig:
     gpus: Optional[str] = None  # CUDA_VISIBLE_DEVICES of the trial's GPU slot, e.g. "2,3"
     pid_file: Optional[str] = None  # the slot's server record (default: per port, in tracking.dir)
     lossless_reference: Optional[str] = None  # the baseline's lossless.jsonl, set by the sweep
+    # A resolve relaunch (sweep.study.resolve): `runs` more runs numbered from `first_run`, so
+    # run r sends the prompts run r of every trial sent; exactly that many (no adaptive runs),
+    # no lossless check (the first launch did it). None: benchmark.runs from run 1.
+    first_run: int = 1
+    runs: Optional[int] = None
 
 
 @dataclass

@@ -8,6 +8,7 @@ in the first second with a message that names it, never after a model has loaded
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -223,6 +224,16 @@ def _fitting(spec: BenchmarkSpec) -> BenchmarkSpec:
     return spec
 
 
+def _relaunch(bench: BenchmarkSpec, trial: DictConfig) -> BenchmarkSpec:
+    """A resolve relaunch (sweep.study.resolve): `trial.runs` more runs numbered from
+    `trial.first_run` (the prompt plan and max_runs unchanged, so run r sends what run r of every
+    trial sent), exactly that many, and no lossless check: its first launch did it."""
+    first = int(trial.get("first_run", 1) or 1)
+    if trial.get("runs") is None:
+        return bench if first == 1 else replace(bench, first_run=first)
+    return replace(bench, first_run=first, runs=int(trial.runs), adaptive=False, lossless_check=0)
+
+
 MAX_GPUS = 1024  # a node's GPUs; more is a typo (and would build a list of that many ids)
 
 
@@ -250,7 +261,7 @@ def build_trial_spec(cfg: DictConfig) -> TrialSpec:
         hardware=cfg.hardware.name,
         max_tokens=cfg.benchmark.max_tokens,
     )
-    bench = build_benchmark_spec(cfg)
+    bench = _relaunch(build_benchmark_spec(cfg), cfg.trial)
     params.update(
         workload=bench.workload, temperature=bench.temperature, top_p=bench.top_p, top_k=bench.top_k
     )

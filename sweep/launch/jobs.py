@@ -78,16 +78,21 @@ class Jobs:
                 job.hydra.overrides.task = list(overrides)
         return job
 
-    def run(self, overrides: Sequence[str], reporter: ConsoleReporter) -> TrialResult:
-        """One job in its folder; a job that raised becomes an `error` result, recorded there.
+    def run(
+        self, overrides: Sequence[str], reporter: ConsoleReporter, folder: Path | None = None
+    ) -> TrialResult:
+        """One job in its folder (`folder`, else the one Hydra's launcher would give it: a
+        resolve relaunch goes inside its trial's); a job that raised becomes an `error` result,
+        recorded there.
 
         A machine that cannot take the launch (MachineNotReady) and an interruption propagate:
         no trial could succeed, so the sweep stops instead of recording failures."""
         job_cfg: DictConfig | None = None
-        folder = self._fallback_folder(overrides)
+        given = folder
+        folder = given or self._fallback_folder(overrides)
         try:
             job_cfg = self.compose(overrides)
-            folder = job_folder(job_cfg)
+            folder = given or job_folder(job_cfg)
             folder.mkdir(parents=True, exist_ok=True)
             self._job_logging(job_cfg)
             with thread_log(folder / "trial.log"):

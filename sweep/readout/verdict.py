@@ -20,8 +20,10 @@ def summary_lines(
     recheck: TrialResult | None,
     exclude: set[str] | None = None,  # trials that cannot be best (over a latency limit)
     ranking: Ranking = SINGLE_STREAM,
+    drift_from: TrialResult | None = None,  # the baseline's first launch, where runs were pooled
 ) -> tuple[list[str], dict[str, float]]:
-    """The verdict under the table, and the numbers the parent run records."""
+    """The verdict under the table, and the numbers the parent run records. The drift is the
+    re-check against `drift_from` (default: the baseline): the launch whose prompts it repeats."""
     lines, metrics = [], {}
     ok = [r for r in results if r.outcome is Outcome.OK and "tok_s" in r.metrics]
     best = best_of(results, exclude, ranking)
@@ -56,7 +58,7 @@ def summary_lines(
         )
     lines += kv_bound_lines(results)  # which configurations the KV pool limited
     if base_ok and recheck is not None and recheck.outcome is Outcome.OK:
-        line, drift = drift_line(baseline, recheck)  # type: ignore[arg-type]
+        line, drift = drift_line(drift_from or baseline, recheck)  # type: ignore[arg-type]
         lines.append(line)
         metrics["baseline_drift_pct"] = drift
     return lines, metrics

@@ -22,6 +22,9 @@ history      the study's results across every sweep and worker; the starts n_tri
 levels       the recommendation per level: what to deploy at each concurrency
 deployed     the baseline a deployment runs at each level, which the study's answer compares with
 deploy       the study's one answer (Deploy line, summary, parent run, report, reproduce)
+resolve      when that answer is unresolved, and what a round of more runs relaunches
+pooling      a relaunch's runs pooled into its configuration's record (result.json)
+resolve_phase  the rounds of more runs on the contenders, until resolved or the budget ends
 artifacts    what the parent run carries besides the summary: table, importances, figures
 summary      the close: table and verdict, summary-<time>.json, the parent run
 run          StudyRun: the sweep from opening to summary

@@ -158,14 +158,29 @@ class Baseline:
         )
         return result
 
-    def _run(self, name: str) -> TrialResult:
+    def overrides(self, name: str) -> list[str]:
+        """The job's overrides: the sweep's without speculation (a resolve relaunch adds its
+        run numbers to them)."""
         session = self.session
         fraction = baseline_mem_fraction(session.cfg.search, session.cfg.server)
         overrides = baseline_overrides(session.plan.arguments, name, fraction)
         if self.uncapped:  # the user's own value of the key goes: one value per key for Hydra
             key = "search.baseline_equal_caps"
             overrides = [o for o in overrides if _override_key(o) != key] + [f"{key}=false"]
-        result = session.launch(overrides, name)
+        return overrides
+
+    def pooled(self, result: TrialResult) -> None:
+        """Its runs pooled with a resolve relaunch's (sweep.study.pooling): the study's record
+        of it too, so a resume or another worker reuses the pooled baseline."""
+        self.result = result
+        self.session.study.set_user_attr(
+            self.attr,
+            {"folder": result.folder, "tok_s": result.metrics["tok_s"], "result": result.to_dict()},
+        )
+
+    def _run(self, name: str) -> TrialResult:
+        session = self.session
+        result = session.launch(self.overrides(name), name)
         session.log(result, baseline_tok_s=None)
         session.reporter(name).trial_done(result, None)
         return result

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 
-from harness.record.results import TrialResult
+from harness.record.results import Outcome, TrialResult
 
 PROFILE = ("weighted_throughput", "weighted_speed", "per_level_speed")
 SLO_METRICS = tuple(f"{k}_ms_p{p}" for k in ("ttft", "itl", "tpot") for p in (50, 90, 99))
@@ -277,3 +277,12 @@ def _numbers(search: Any, key: str, kind: type) -> list:
             f"search.load_profile.{key}={example}"
         ) from None
     return values
+
+
+def infeasible(results: list[TrialResult], objective: Objective) -> dict[str, str]:
+    """Measured trials over a latency limit -> what they broke (Optuna: constraint > 0)."""
+    found = {}
+    for r in results:
+        if r.outcome is Outcome.OK and (broken := objective.violations(r)):
+            found[r.name] = "over SLO: " + "; ".join(broken)
+    return found

@@ -3,7 +3,9 @@
 Order: open MLflow and the study (failing trials a crashed sweep left RUNNING) -> banner ->
 the MLflow parent run -> the baseline, measured once per study or reused (`baseline`) -> the
 trials (`trials`: ask, skip what the study knows, launch with an early-stop bound, tell) -> the
-baseline re-measured for drift -> the summary (`summary`), whatever happened.
+resolve phase (`resolve_phase`: more runs on the contenders while the verdict is unresolved,
+within search.resolve's budget) -> the baseline re-measured for drift -> the summary
+(`summary`), whatever happened.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from sweep.study.driver import SearchDriver
 from sweep.study.history import study_results
 from sweep.study.plan import SweepPlan
 from sweep.study.priors import first_trials
+from sweep.study.resolve_phase import ResolvePhase
 from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
 from sweep.study.summary import SweepOutcome, finish
@@ -161,12 +164,14 @@ class StudyRun:
         baseline = Baseline(session)
         uncapped = Baseline(session, uncapped=True) if needs_uncapped(cfg) else None
         trials = TrialLoop(session, baseline)
+        phase = ResolvePhase(session, baseline, uncapped)
         status = "FAILED"
         try:
             baseline.measure_or_reuse()
             if uncapped is not None:  # a level above the equal cap: what a deployment runs
                 uncapped.measure_or_reuse()
             trials.run()
+            phase.run()  # more runs on the contenders while the verdict is unresolved
             baseline.recheck()
             adaptive_config.after_sweep(
                 self.study_dir, list(cfg.benchmark.concurrency), tracker, parent
@@ -200,6 +205,8 @@ class StudyRun:
                     for b in (baseline, uncapped)
                     if b is not None and b.measured_here and b.result is not None
                 ],
+                relaunches=list(phase.relaunches),
+                resolve=phase.report(),
             )
             finish(
                 cfg,

@@ -70,17 +70,18 @@ class StudySession:
     def header(self, label: str, name: str, description: str, eta_s: float | None = None):
         ConsoleReporter(self.simulated).trial_header(label, name, description, eta_s)
 
-    def launch(self, overrides: list[str], name: str) -> TrialResult:
-        """One job, here or in a GPU slot (its GPUs, port and pid file) beside other trials."""
-        result = self._launch(overrides, name)
+    def launch(self, overrides: list[str], name: str, folder: Path | None = None) -> TrialResult:
+        """One job, here or in a GPU slot (its GPUs, port and pid file) beside other trials;
+        `folder`: where it goes instead of its own (a resolve relaunch: inside its trial's)."""
+        result = self._launch(overrides, name, folder)
         if result.role == "baseline" and result.outcome is Outcome.OK and result.startup_marks:
             with self.lock:
                 self.baseline_starts.append((result.startup_marks, result.startup_wall_s))
         return result
 
-    def _launch(self, overrides: list[str], name: str) -> TrialResult:
+    def _launch(self, overrides: list[str], name: str, folder: Path | None) -> TrialResult:
         if self.pool is None:
-            return self.jobs.run(overrides, self.reporter(name))
+            return self.jobs.run(overrides, self.reporter(name), folder)
         with self.pool.slot() as slot:
             if self.stopping.is_set():
                 raise KeyboardInterrupt("the sweep is stopping")
@@ -90,11 +91,16 @@ class StudySession:
                 f"trial.gpus='{slot.cuda_visible_devices}'",
                 f"trial.pid_file={slot.pid_file}",
             ]
-            return self.jobs.run(placed, self.reporter(name))
+            return self.jobs.run(placed, self.reporter(name), folder)
 
     def keep(self, result: TrialResult) -> None:
         with self.lock:
             self.results.append(result)
+
+    def replace(self, result: TrialResult) -> None:
+        """A result of this sweep's recorded anew (its runs pooled with a resolve relaunch's)."""
+        with self.lock:
+            self.results[:] = [result if r.name == result.name else r for r in self.results]
 
     def log(
         self,

@@ -23,11 +23,11 @@ from sweep.readout.banner import prompt_reuse
 from sweep.readout.console import console, summary_table
 from sweep.readout.ranking import for_objective
 from sweep.readout.verdict import best_of, summary_lines, wall_time_line
-from sweep.study import deploy, levels
+from sweep.study import deploy, levels, pooling
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import cap_of, caps, caps_line
 from sweep.study.deployed import deployed_baseline, deployed_line
-from sweep.study.objective import Objective
+from sweep.study.objective import Objective, infeasible
 from sweep.study.records import NOT_LAUNCHED
 from sweep.study.storage import redact_url
 from sweep.tracking.runs import Tracker, resolve_sqlite_uri
@@ -53,6 +53,11 @@ class SweepOutcome:
     this_sweep: list[TrialResult] | None = None
     measured_here: list[TrialResult] | None = None
     unreadable: list[str] = field(default_factory=list)  # trials whose folder is elsewhere
+    # The resolve phase (sweep.study.resolve_phase): this sweep's relaunches (their wall time is
+    # this sweep's) and its report (the verdict's state, what the study's rounds spent, and the
+    # line that says what settles an unresolved verdict).
+    relaunches: list[TrialResult] = field(default_factory=list)
+    resolve: dict | None = None
 
     @property
     def own(self) -> list[TrialResult]:
@@ -160,6 +165,9 @@ def write_summary(
         "deploy": decision.as_dict() if decision is not None else None,
         # Levels whose runs could not all have their own prompts (sweep.readout.banner)
         "prompt_reuse": reuse or {},
+        # The resolve phase: whether the answer is settled, the rounds the study spent on it
+        # (sweep.study.resolve_phase), and what settles it where it is not
+        "resolve": _plain_resolve(done.resolve),
         "trials": [r.to_dict() for r in done.results],
     }
     path.write_text(json.dumps(data, indent=2, default=str))
@@ -168,6 +176,20 @@ def write_summary(
 def study_prompt_reuse(cfg: DictConfig) -> dict[str, dict[str, int]]:
     spec = build_benchmark_spec(cfg)
     return prompt_reuse(spec, load_prompts(spec.prompts, spec.seed, spec.categories))
+
+
+def _plain_resolve(report: dict | None) -> dict | None:
+    if report is None:
+        return None
+    return {**report, "line": deploy.plain(report["line"]) if report.get("line") else None}
+
+
+def resolve_tags(report: dict | None) -> dict[str, str]:
+    """The parent run's `specsweep.resolve`: resolved, or unresolved with why."""
+    if report is None:
+        return {}
+    why = report.get("unresolved")
+    return {"specsweep.resolve": f"unresolved: {why}"[:5000] if why else "resolved"}
 
 
 def objective_detail(objective: Objective) -> dict:
@@ -179,15 +201,6 @@ def objective_detail(objective: Objective) -> dict:
         "slo": objective.slo,
         "slo_level": objective.slo_level,
     }
-
-
-def infeasible(results: list[TrialResult], objective: Objective) -> dict[str, str]:
-    """Measured trials over a latency limit -> what they broke (Optuna: constraint > 0)."""
-    found = {}
-    for r in results:
-        if r.outcome is Outcome.OK and (broken := objective.violations(r)):
-            found[r.name] = "over SLO: " + "; ".join(broken)
-    return found
 
 
 def finish(
@@ -237,7 +250,12 @@ def finish(
         equal = request_caps["baseline"] if request_caps and request_caps["equal"] else None
         console.print(levels.table(rows, simulated, objective.slo_text(), equal))
     lines, metrics = summary_lines(
-        done.results, judged, done.recheck, exclude=set(over), ranking=ranking
+        done.results,
+        judged,
+        done.recheck,
+        exclude=set(over),
+        ranking=ranking,
+        drift_from=pooling.first_launch(done.baseline),  # runs 1-N, as the re-check sends them
     )
     if which := deployed_line(done.baseline, done.uncapped):
         lines.insert(0, which)
@@ -265,20 +283,27 @@ def finish(
             for line in lines
         ]
     baselines = [done.baseline, done.uncapped] if done.measured_here is None else done.measured_here
-    this_sweep = [r for r in (*baselines, *done.own, done.recheck) if r is not None]
+    this_sweep = [
+        r for r in (*baselines, *done.own, *done.relaunches, done.recheck) if r is not None
+    ]
     lines.append(wall_time_line(this_sweep, done.total_s))
     if objective.multi:
         lines.append(pareto_lines(study, objective))
     lines.append("\n" + decision.line())
+    if done.resolve is not None and done.resolve.get("line"):  # and what would settle it
+        lines.append(done.resolve["line"])
     for line in lines:
         console.print(line, soft_wrap=True)
     metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
     metrics["n_infeasible"] = float(len(over))
+    if done.resolve is not None:  # what the study's resolve rounds spent
+        metrics.update({f"resolve_{k}": v for k, v in done.resolve["spent"].items()})
     summary = ResultsLayout.summary_file(study_dir)
     reuse = study_prompt_reuse(cfg)
     write_summary(summary, cfg, done, parent, metrics, rows, objective, compared, decision, reuse)
     artifacts = [summary, *sweep_artifacts(cfg, study, objective, study_dir, summary, rows)]
-    tracker.end_sweep(parent, metrics, artifacts, done.status, deploy.tags(decision))
+    tags = {**deploy.tags(decision), **resolve_tags(done.resolve)}
+    tracker.end_sweep(parent, metrics, artifacts, done.status, tags)
     report = next(
         (p for p, folder in artifacts_in(artifacts, "report") if p.suffix == ".html"), None
     )

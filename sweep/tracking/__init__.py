@@ -3,4 +3,5 @@
 runs        MLflow at the edge: one parent run per sweep, one child run per trial
 provenance  what was measured and on what: provenance.json and its MLflow tags
 view        the study's view in MLflow's UI: its runs flat, best first, numbers as columns
+pooled      a trial's MLflow run and tracking.json brought up to its pooled record (resolve)
 """

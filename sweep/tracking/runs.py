@@ -169,7 +169,7 @@ class Tracker:
         try:
             self.close_sweep(run_id, metrics, artifacts, status, tags)
         except Exception as exc:
-            self._went_offline(exc)
+            self.went_offline(exc)
 
     def close_sweep(
         self,
@@ -242,10 +242,10 @@ class Tracker:
                 baseline_runs=baseline_runs,
             )
         except Exception as exc:  # the store's failure must not take the measured trial with it
-            self._went_offline(exc)
+            self.went_offline(exc)
             return None
 
-    def _went_offline(self, exc: Exception) -> None:
+    def went_offline(self, exc: Exception) -> None:
         from sweep.readout.console import console
 
         self.offline = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
