@@ -22,12 +22,12 @@ interval, the same 95%); only the number of pairs grows.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from harness.record.results import Outcome, TrialResult
 from sweep.readout.ranking import Ranking
+from sweep.readout.rerun import rerun_command
 from sweep.readout.verdict import against_baseline, best_of, ratio_interval
 from sweep.study.deploy import tied
 
@@ -209,15 +209,7 @@ def unresolved_line(
     names = list(current.contenders) + (["the baseline"] if current.baseline else [])
     sides = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
     if current.stop == "off":
-        again = shlex.join(
-            [
-                "python",
-                "sweep.py",
-                "-m",
-                *arguments,
-                f"search.resolve.max_rounds={SUGGESTED_ROUNDS}",
-            ]
-        )
+        again = rerun_command(arguments, f"search.resolve.max_rounds={SUGGESTED_ROUNDS}")
         return (
             f"[bold]Unresolved:[/bold] {why}. More runs can settle it: {again}   (the same study: "
             f"no trial runs again; up to {SUGGESTED_ROUNDS} rounds of {settings.runs} more runs "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 import socket
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from sweep.launch.slots import SlotPool
 from sweep.launch.workers import shares_node
 from sweep.readout.banner import runs_line, software_notice, workload_line
 from sweep.readout.console import console
+from sweep.readout.rerun import rerun_command
 from sweep.study import memory, opening
 from sweep.study.baseline import Baseline, needs_uncapped
 from sweep.study.driver import SearchDriver
@@ -83,7 +83,7 @@ def _trials(n: int) -> str:
 
 def resume_line(arguments: tuple[str, ...]) -> str:
     """The command that continues the study: the same overrides (hence the same study name)."""
-    again = shlex.join(["python", "sweep.py", "-m", *arguments])
+    again = rerun_command(arguments)
     return (
         f"[bold]To resume:[/bold] {again}   (the same search.study_name continues the study: "
         "what was measured is kept, the interrupted trial runs again, and search.n_trials counts "
