@@ -212,14 +212,14 @@ def ci_pct(values: list[float]) -> float:
 
 
 def test_adaptive_runs_stop_at_the_first_run_whose_interval_meets_the_target(spec_server):
-    # A loose target is met by the two runs every benchmark measures: no third run.
-    loose = adaptive_runs(spec_server, target_ci_pct=50.0, max_runs=6)
-    assert len(loose) == 2 and ci_pct(loose) <= 50.0
-    # A target between (runs of one 128-token request vary by ~10% here, and t = 12.7 at one
-    # degree of freedom): a run more only while the interval is wider than the target, then stop.
-    runs = adaptive_runs(spec_server, target_ci_pct=25.0, max_runs=10)
-    assert len(runs) == 10 or ci_pct(runs) <= 25.0
-    assert len(runs) == 2 or ci_pct(runs[:-1]) > 25.0
+    # Runs of one 128-token request vary by 2-15% here and t = 12.7 at one degree of freedom, so
+    # how many runs a target takes depends on the draws; the rule does not: a run more only while
+    # the interval is wider than the target, up to max_runs.
+    for target, cap in ((50.0, 6), (25.0, 10)):
+        runs = adaptive_runs(spec_server, target_ci_pct=target, max_runs=cap)
+        assert 2 <= len(runs) <= cap
+        assert len(runs) == cap or ci_pct(runs) <= target
+        assert len(runs) == 2 or ci_pct(runs[:-1]) > target
     # Out of reach: the cap ends it.
     assert len(adaptive_runs(spec_server, target_ci_pct=0.001, max_runs=4)) == 4
 
