@@ -135,6 +135,9 @@ def run_set(labels: list[str], arms: list[str], args) -> tuple[list[dict], dict]
             done = list(pool.imap_unordered(one_seed, tasks))
     else:
         done = [one_seed(t) for t in tasks]
+    raw = {f"{label} {seed}": out for label, seed, out in done}  # kept should a summary fail
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.with_suffix(".raw.json").write_text(json.dumps(raw) + "\n")
     for label, seed, out in done:
         for name, (reached, _starts, _gh, secs) in out.items():
             results[label][name][seed] = reached

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from benchmarks import _search_family
 from benchmarks._search_arms import effective_points, grid_for, objective_for
+from benchmarks._search_report import summarize_landscape
 from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, quantile
 from harness.sim.model import profiles
 from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
@@ -82,3 +83,12 @@ def test_the_family_is_seeded_within_its_ranges_and_registered(monkeypatch):
         )
         assert profiles.DRAFTERS[setup.drafter].first_accept == constants["drafter"]["first_accept"]
     assert _search_family.draw(random.Random(1)) != _search_family.draw(random.Random(2))
+
+
+def test_the_best_other_arm_is_one_run_on_every_seed():
+    full = [(3, 3.0)] * 10
+    runs = {"specsweep+priors": full, "specsweep": full, "random": [(4, 4.0)] * 10}
+    runs["gp"] = [(1, 1.0)] * 3  # cheaper, on 3 seeds only: shown, not chosen
+    verdict = summarize_landscape("x", 100.0, runs)["verdict"]
+    assert verdict["specsweep"]["best_other"] == "random"
+    assert verdict["specsweep"]["gpu_hours_ratio"] == pytest.approx(0.75)
