@@ -19,32 +19,30 @@ memory fraction only through the KV pool (`max_total_num_tokens`); a pool that h
 the level can have in flight (the running cap times prompt + output + draft tokens) behaves like
 any larger one, so the cache key is the pool capped there: configurations that differ only in a
 fraction that gives them ample KV share one evaluation.
+
+A landscape is a `Setup` (hardware, target and drafter profiles of the simulator, TP size) and an
+objective. The named setups are the simulator's three boxes as conf/ composes them (8x RTX PRO
+6000 and 8x H200 with Kimi-K2.5 and the 37K TTT=5 drafter; 1x H100 with Llama-3.1-8B and its
+EAGLE-3 drafter); `_search_family` adds drawn ones.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.record.results import Outcome, RunSummary, TrialResult
-from harness.record.stats import summarize
 from harness.server.command import server_flags
 from harness.sglang.speculative import SPEC_MAX_RUNNING_REQUESTS
 from harness.sim.oracle import PROMPT_TOKENS, evaluate, modelled_steady_state
-from harness.spec import EarlyStop, ServerSpec
+from harness.spec import ServerSpec
 from sweep.study.space import DRAFT, STEPS, TOPK
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILES = ("rtx_pro_6000_pcie", "h200_nvlink")
-DRAFTER = "eagle3_37k_ttt5"
 MAX_TOKENS, WARMUP, RUNS, REQUESTS = 2048, 2, 5, 3
 MULTI_TOKENS = 512
 LEVELS = (1, 8, 32, 64)
-RUN_CV = 0.01  # run-to-run spread the simulator shows at the quickstart's settings
-GPUS = 8
 PROMPT = "Reason step by step about the following question and then answer it carefully. " * 4
 CACHE = ROOT / "benchmarks/out/oracle_cache.json"
 # The datagen landscape (issue 17): the seeds' pipeline, speculation off, at its load.
@@ -52,10 +50,45 @@ DATAGEN_C, DATAGEN_TOKENS = 150, 4096
 DATAGEN_PREFIX = "You are a careful data generator. Follow the schema exactly. " * 200
 
 
-def server_for(values: dict) -> ServerSpec:
+@dataclass(frozen=True)
+class Setup:
+    """One simulated deployment: the simulator's --sim-hardware/--sim-target/--sim-drafter
+    profiles, the target's path and its TP size (the GPUs a launch holds)."""
+
+    name: str
+    hardware: str
+    target: str
+    drafter: str
+    model_path: str = "moonshotai/Kimi-K2.5"
+    tp: int = 8
+
+    def sim_flags(self, speculative: bool = True) -> list[str]:
+        flags = ["--sim-hardware", self.hardware, "--sim-target", self.target]
+        return [*flags, "--sim-drafter", self.drafter] if speculative else flags
+
+
+SETUPS = {
+    s.name: s
+    for s in (
+        Setup("rtx_pro_6000_pcie", "rtx_pro_6000_pcie", "kimi_k25", "eagle3_37k_ttt5"),
+        Setup("h200_nvlink", "h200_nvlink", "kimi_k25", "eagle3_37k_ttt5"),
+        Setup(
+            "h100_sxm",
+            "h100_sxm",
+            "llama31_8b",
+            "eagle3_llama31_8b",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            1,
+        ),
+    )
+}
+PROFILES = tuple(SETUPS)
+
+
+def server_for(values: dict, setup: Setup = SETUPS["rtx_pro_6000_pcie"]) -> ServerSpec:
     return ServerSpec(
-        model_path="moonshotai/Kimi-K2.5",
-        tp_size=8,
+        model_path=setup.model_path,
+        tp_size=setup.tp,
         speculative_algorithm="EAGLE3",
         speculative_draft_model_path="/models/drafter",
         speculative_num_steps=values[STEPS],
@@ -66,10 +99,10 @@ def server_for(values: dict) -> ServerSpec:
     )
 
 
-def datagen_server(values: dict) -> ServerSpec:
+def datagen_server(values: dict, setup: Setup = SETUPS["rtx_pro_6000_pcie"]) -> ServerSpec:
     return ServerSpec(
-        model_path="moonshotai/Kimi-K2.5",
-        tp_size=8,
+        model_path=setup.model_path,
+        tp_size=setup.tp,
         mem_fraction_static=values["mem_fraction_static"],
         hicache_size=values["hicache_size"],
     )
@@ -94,10 +127,11 @@ def _source_hash() -> str:
 
 
 class Oracle:
-    """Cached answers of the simulator's model for one profile."""
+    """Cached answers of the simulator's model for one setup (keyed by its name: a drawn
+    setup's name carries a hash of its constants)."""
 
-    def __init__(self, profile: str, levels: tuple[int, ...] = LEVELS):
-        self.profile, self.levels = profile, levels
+    def __init__(self, setup: Setup, levels: tuple[int, ...] = LEVELS):
+        self.setup, self.profile, self.levels = setup, setup.name, levels
         self.version = _source_hash()
         self._disk: dict[str, list] = {}
         if CACHE.is_file():
@@ -116,9 +150,8 @@ class Oracle:
 
     def _argv(self, values: dict) -> list[str]:
         if STEPS not in values:
-            return [*server_flags(datagen_server(values)), "--sim-hardware", self.profile]
-        flags = server_flags(server_for(values))
-        return [*flags, "--sim-hardware", self.profile, "--sim-drafter", DRAFTER]
+            return [*server_flags(datagen_server(values, self.setup)), *self.setup.sim_flags(False)]
+        return [*server_flags(server_for(values, self.setup)), *self.setup.sim_flags()]
 
     def datagen(self, values: dict) -> float | None:
         """Steady-state output tok/s at the datagen load (None: OOM), every fraction its own
@@ -184,7 +217,10 @@ class Landscape:
     weights: tuple[float, ...] = ()
 
     def server(self, values: dict) -> ServerSpec:
-        return datagen_server(values) if self.kind == "datagen" else server_for(values)
+        setup = self.oracle.setup
+        return (
+            datagen_server(values, setup) if self.kind == "datagen" else server_for(values, setup)
+        )
 
     def true_value(self, values: dict) -> float | None:
         if self.kind == "datagen":
@@ -197,85 +233,3 @@ class Landscape:
             return None
         w = self.weights or (1.0,) * len(per)
         return sum(wi * per[c] for wi, c in zip(w, self.oracle.levels, strict=True)) / sum(w)
-
-
-class Simulation:
-    """One search on one landscape: each launch costs its simulated time, recorded on the
-    TrialResult as the harness records it, so `sweep.study.budget` prices it as the sweeper does;
-    tracks when a launch first came within 2% of the optimum."""
-
-    def __init__(self, land: Landscape, optimum: float, rng: random.Random):
-        self.land, self.optimum, self.rng = land, optimum, rng
-        self.starts, self.gpu_hours = 0, 0.0
-        self.reached: tuple[int, float] | None = None
-
-    def launch(self, values: dict, early_stop: EarlyStop | None = None) -> TrialResult:
-        from sweep.study.budget import gpu_hours
-
-        tokens = {"single": MAX_TOKENS, "multi": MULTI_TOKENS}.get(self.land.kind, DATAGEN_TOKENS)
-        outcome, kind, tok_s, startup, _ = self.land.oracle.point(values, tokens)
-        self.starts += 1
-        result = TrialResult("t", "trial", Outcome.OK, "sim", True, 1.0, dict(values))
-        result.startup_s = result.startup_wall_s = startup
-        if outcome == "oom":
-            result.outcome, result.oom_kind, result.wall_s = Outcome.OOM, kind, startup
-            self.gpu_hours += gpu_hours(result, GPUS)
-            return result
-        if self.land.kind == "single":
-            seconds = self._single(result, tok_s, early_stop)
-        elif self.land.kind == "datagen":
-            seconds = self._datagen(result, values)
-        else:
-            seconds = self._multi(result, values)
-        result.wall_s = startup + seconds
-        self.gpu_hours += gpu_hours(result, GPUS)
-        true = self.land.true_value(values)
-        ok = result.outcome is Outcome.OK
-        if ok and self.reached is None and true is not None and true >= 0.98 * self.optimum:
-            self.reached = (self.starts, self.gpu_hours)
-        return result
-
-    def _single(self, result: TrialResult, tok_s: float, early_stop) -> float:
-        request_s = MAX_TOKENS / tok_s
-        seconds = WARMUP * request_s
-        runs: list[RunSummary] = []
-        for run in range(1, RUNS + 1):
-            seconds += REQUESTS * request_s
-            value = tok_s * self.rng.gauss(1.0, RUN_CV)
-            runs.append(RunSummary(run, 1, REQUESTS, 0, 0, value, value, value, 0.1, None, None))
-            if early_stop and early_stop.should_stop(runs):
-                result.outcome = Outcome.PRUNED
-                break
-        stat = summarize([r.decode_tok_s for r in runs])
-        result.runs = runs
-        result.metrics = {"tok_s": stat.mean}
-        if stat.n > 1:
-            result.metrics["tok_s_ci95"] = stat.ci95
-        return seconds
-
-    def _multi(self, result: TrialResult, values: dict) -> float:
-        """Every level on one server start: at 1 as the single-stream runs, above 1 a run of
-        C ramp-up + max(C, 16) window completions per run (harness.measure.steady)."""
-        per = self.land.oracle.multi(values)
-        assert per is not None
-        seconds = 0.0
-        for c, rate in per.items():
-            requests = WARMUP + RUNS * REQUESTS if c == 1 else RUNS * (c + max(c, 16))
-            seconds += requests * MULTI_TOKENS / rate  # rate: all streams' tok/s
-            samples = [rate * self.rng.gauss(1.0, RUN_CV) for _ in range(RUNS)]
-            stat = summarize(samples)
-            result.metrics[f"output_tok_s_c{c}"] = stat.mean
-            result.metrics[f"output_tok_s_c{c}_ci95"] = stat.ci95
-        return seconds
-
-    def _datagen(self, result: TrialResult, values: dict) -> float:
-        """One steady-state level: RUNS runs of C ramp-up + C window completions, each request
-        priced at the full DATAGEN_TOKENS (an upper bound: answers end at their natural length)."""
-        rate = self.land.oracle.datagen(values)
-        assert rate is not None
-        samples = [rate * self.rng.gauss(1.0, RUN_CV) for _ in range(RUNS)]
-        stat = summarize(samples)
-        c = DATAGEN_C
-        result.metrics[f"output_tok_s_c{c}"] = stat.mean
-        result.metrics[f"output_tok_s_c{c}_ci95"] = stat.ci95
-        return RUNS * 2 * c * DATAGEN_TOKENS / rate

@@ -1,0 +1,235 @@
+"""The arms of search_efficiency, and the one loop every sequential arm runs.
+
+What every arm is given, unless its row says otherwise (SHARED):
+- the space conf/search/eagle3_five.yaml with SGLang's rules (`sweep.study.space`: draft tokens
+  derived at topk 1, held to the tree's capacity above);
+- the memory policy the sweeper applies (`search.memory=auto`, `sweep.study.memory`): at a
+  single-stream objective the fraction is pinned (0.85, moved only where the group's learned OOM
+  boundary says) and HiCache off; over a load profile HiCache is searched and the fraction
+  bisected towards the OOM boundary. The sampler models only what the policy leaves it;
+- `SearchDriver`'s verdicts: an effective duplicate (`sweep.study.candidates.candidate_for`: at
+  topk 1 every draft-token value is one launch) or a predicted OOM is not launched and costs
+  nothing; the sampler is told the earlier result, OOMs as constraint violations;
+- early stopping: a launch stops once its runs cannot beat the best trial's lower 95% bound
+  (the sweeper's `EarlyStop`; single-stream objectives, the only ones it applies to);
+- a budget of `--budget` launches; a search that proposes only what it knows 100 times in a
+  row has nothing left to launch and stops there. Either way it is censored if not reached.
+Priors (`+priors`): the enqueued 3/1/4 at 0.85, HiCache 0, and under load 1/1/2 too
+(`sweep.study.priors`), measured before the sampler proposes anything.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from dataclasses import dataclass
+
+import optuna
+from omegaconf import OmegaConf
+
+from benchmarks._search_landscape import Landscape
+from benchmarks._search_sim import Simulation
+from harness.record.results import Outcome, TrialResult
+from harness.sglang.speculative import forced_draft_tokens
+from harness.spec import EarlyStop
+from sweep.study import memory
+from sweep.study.candidates import candidate_for
+from sweep.study.driver import SearchDriver
+from sweep.study.objective import Objective
+from sweep.study.opening import make_sampler
+from sweep.study.priors import first_trials
+from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+
+IDLE_LIMIT = 100  # proposals in a row that launch nothing: the arm has nothing left to try
+SHARED = (
+    "memory policy (search.memory=auto), effective-duplicate and predicted-OOM verdicts "
+    "(free), early stopping, the same budget"
+)
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    sampler: str
+    given: str  # what it is given beyond SHARED, in words
+    priors: bool = False
+    shared: bool = True  # False: the old random arm, given none of SHARED
+    specsweep: bool = False
+
+    def describe(self) -> str:
+        shared = SHARED if self.shared else "none of the shared rules"
+        return f"{self.given}; {shared}" + ("; the priors enqueued first" if self.priors else "")
+
+
+ARMS = (
+    Arm(
+        "specsweep+priors",
+        "specsweep",
+        "the sweeper's sampler (sweep.study.opening: TPE multivariate, group, constant liar, "
+        "5 start-up trials)",
+        priors=True,
+        specsweep=True,
+    ),
+    Arm("specsweep", "specsweep", "the sweeper's sampler, no priors", specsweep=True),
+    Arm("random+priors", "random", "RandomSampler", priors=True),
+    Arm("random", "random", "RandomSampler"),
+    Arm("tpe+priors", "tpe", "TPESampler() as Optuna ships it", priors=True),
+    Arm("tpe", "tpe", "TPESampler() as Optuna ships it (10 start-up trials, independent)"),
+    Arm("tpe-mv-group", "tpe-mv", "TPESampler(multivariate=True, group=True)"),
+    Arm("gp", "gp", "GPSampler() (torch; models the intersection space, 10 start-up trials)"),
+    Arm(
+        "cmaes",
+        "cmaes",
+        "CmaEsSampler(): models only int/float knobs present in every trial (steps; topk is "
+        "categorical, draft tokens conditional), the rest RandomSampler; it ignores the OOM "
+        "constraints (its own warning)",
+    ),
+    Arm(
+        "grid-shuffled",
+        "grid-shuffled",
+        "every effective configuration once, in a seeded random order (GridSampler's)",
+    ),
+    Arm(
+        "grid-ordered",
+        "grid-ordered",
+        "every effective configuration once, in bench_speculative.py's order",
+    ),
+    Arm(
+        "random-unshared",
+        "random-unshared",
+        "RandomSampler over all five knobs, every draw launched and paid (duplicates and OOM "
+        "repeats too), runs never stopped early: the earlier benchmark's random arm",
+        shared=False,
+    ),
+)
+BY_NAME = {a.name: a for a in ARMS}
+
+
+def objective_for(kind: str) -> Objective:
+    from benchmarks._search_landscape import DATAGEN_C, LEVELS
+
+    if kind == "single":
+        return Objective("tok_s", 64)
+    if kind == "datagen":
+        return Objective("throughput", DATAGEN_C)
+    return Objective("weighted_throughput", 64, levels=LEVELS)
+
+
+def effective_points(space: SearchSpace, ordered: bool = True) -> list[dict]:
+    """Every distinct launch of the speculative knobs, in bench_speculative.py's order
+    (itertools.product over steps, topk, draft tokens, skipping steps*topk+1 < draft), each
+    effective configuration once: at topk 1 SGLang runs draft = steps + 1 whatever is asked."""
+    p = space.params
+    seen, points = set(), []
+    for s in range(int(p[STEPS].low), int(p[STEPS].high) + 1):
+        for k in p[TOPK].choices:
+            for d in range(int(p[DRAFT].low), int(p[DRAFT].high) + 1):
+                if s * k + 1 < d:
+                    continue
+                d_eff = forced_draft_tokens(s, k) or d
+                if (s, k, d_eff) in seen:
+                    continue
+                seen.add((s, k, d_eff))
+                points.append({STEPS: s, TOPK: k} | ({} if k == 1 else {DRAFT: d_eff}))
+    return points
+
+
+def grid_for(space: SearchSpace, objective: Objective, mode: str = "auto") -> list[dict]:
+    """The grid arms' points: the effective speculative points, times HiCache where the memory
+    policy leaves HiCache to the sampler (`ceiling`); the fraction is the policy's."""
+    if STEPS not in space.params:  # the datagen space: the memory knobs themselves, fixed
+        mem = space.params["mem_fraction_static"]
+        n = round((mem.high - mem.low) / mem.step) + 1
+        fractions = [round(mem.low + i * mem.step, 6) for i in range(n)]
+        choices = space.params["hicache_size"].choices
+        return [{"mem_fraction_static": m, "hicache_size": h} for m in fractions for h in choices]
+    points = effective_points(space)
+    if memory.resolve_mode(mode, objective) == "pin" or "hicache_size" not in space.params:
+        return points
+    return [pt | {"hicache_size": h} for pt in points for h in space.params["hicache_size"].choices]
+
+
+def _base(name: str, seed: int):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name in ("random", "grid-shuffled", "grid-ordered"):
+            return optuna.samplers.RandomSampler(seed=seed)
+        if name == "tpe":
+            return optuna.samplers.TPESampler(seed=seed)
+        if name == "tpe-mv":
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+        if name == "gp":
+            return optuna.samplers.GPSampler(seed=seed)
+        if name == "cmaes":
+            return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    raise ValueError(f"unknown sampler {name!r}")
+
+
+def run_arm(
+    arm: Arm, sim: Simulation, search_cfg: dict, seed: int, budget: int, grid: list[dict]
+) -> None:
+    """One search of `arm` on `sim` until it reached 2%, spent `budget` launches or ran dry."""
+    if not arm.shared:
+        return _run_unshared(sim, search_cfg, seed, budget)
+    objective = objective_for(sim.land.kind)
+    cfg = OmegaConf.create({"search": {**search_cfg, "seed": seed}})
+    if arm.sampler == "specsweep":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = make_sampler(cfg, objective)
+    else:
+        sampler = memory.wrap(_base(arm.sampler, seed), str(search_cfg["memory"]), objective)
+    study = optuna.create_study(sampler=sampler, directions=objective.directions)
+    if arm.priors:
+        for params in first_trials(OmegaConf.create(search_cfg), objective):
+            study.enqueue_trial(params)
+    asks = None
+    if arm.sampler.startswith("grid"):
+        order = (
+            grid if arm.sampler == "grid-ordered" else random.Random(seed).sample(grid, len(grid))
+        )
+        for params in order:
+            study.enqueue_trial(params, skip_if_exists=False)
+        asks = len(order) + (len(first_trials(cfg.search, objective)) if arm.priors else 0)
+    _loop(study, sim, objective, SearchSpace.from_config(cfg.search.space), budget, asks)
+
+
+def _loop(study, sim: Simulation, objective: Objective, space, budget: int, asks) -> None:
+    """The sweeper's loop (sweep.study.trials) without Hydra: ask, suggest, verdict, launch with
+    the early-stop bound, tell."""
+    driver = SearchDriver(study, objective, gpus_per_trial=sim.gpus)
+    idle = n = 0
+    while sim.reached is None and sim.starts < budget and idle < IDLE_LIMIT:
+        if asks is not None and n >= asks:
+            return
+        n += 1
+        trial = study.ask()
+        values = space.suggest(trial)
+        candidate = candidate_for(sim.land.server(values), "bench")
+        verdict = driver.verdict(candidate)
+        if verdict.launch:
+            driver.begin(trial, verdict)
+            below = driver.prune_below()
+            level = objective.run_metric()[1] or 1
+            stop = EarlyStop(below=below, concurrency=level) if below else None
+            result = sim.launch(values, stop)
+            idle = 0
+        else:
+            result = TrialResult("t", "trial", Outcome.DUPLICATE, "sim", True, 1.0, dict(values))
+            if verdict.action == "predicted_oom":
+                result.outcome = Outcome.PREDICTED_OOM
+            idle += 1
+        driver.tell(trial, candidate, result, None, verdict.source)
+
+
+def _run_unshared(sim: Simulation, search_cfg: dict, seed: int, budget: int) -> None:
+    space = SearchSpace.from_config(OmegaConf.create(search_cfg["space"]))
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    while sim.reached is None and sim.starts < budget:
+        trial = study.ask()
+        sim.launch(space.suggest(trial))
+        study.tell(trial, 0.0)
+
+
+def landscape_label(land: Landscape) -> str:
+    return f"{land.oracle.setup.name} {land.kind}"

@@ -1,0 +1,94 @@
+"""The pure helpers of benchmarks/search_efficiency.py: censored medians and their bootstrap
+intervals, the effective grid, and the drawn family of landscapes."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from omegaconf import OmegaConf
+
+from benchmarks import _search_family
+from benchmarks._search_arms import effective_points, grid_for, objective_for
+from benchmarks._search_report import summarize_landscape
+from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, quantile
+from harness.sim.model import profiles
+from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+
+SPACE = SearchSpace.from_config(OmegaConf.load("conf/search/eagle3_five.yaml").space)
+
+
+def test_a_censored_search_counts_as_worse_than_any_that_got_there():
+    assert median([1.0, 2.0, None]) == 2.0
+    assert median([1.0, None, None]) == math.inf  # more than half never got there
+
+
+def test_the_interval_covers_the_median_and_opens_upwards_when_censoring_can_win():
+    values = [float(v) for v in range(1, 21)]
+    low, high = bootstrap_median(values, resamples=500)
+    assert low <= median(values) <= high and low < high
+    low, high = bootstrap_median([*values[:11], *[None] * 9], resamples=500)
+    assert math.isfinite(low) and high == math.inf
+
+
+def test_the_ratio_interval_pairs_the_seeds():
+    a = [float(v) for v in range(1, 31)]
+    point, low, high = bootstrap_ratio(a, [2 * v for v in a], resamples=500)
+    assert point == pytest.approx(0.5) and low == pytest.approx(0.5) and high == pytest.approx(0.5)
+    point, low, high = bootstrap_ratio([None] * 3, [None] * 3)
+    assert math.isnan(point)
+
+
+def test_the_worst_decile_is_the_high_end():
+    assert quantile([float(v) for v in range(1, 11)], 0.9) == 9.0
+    assert quantile([1.0, math.nan, 3.0], 0.5) == 1.0
+
+
+def test_the_grid_has_each_effective_launch_once():
+    points = effective_points(SPACE)
+    keys = [(p[STEPS], p[TOPK], p.get(DRAFT, p[STEPS] + 1)) for p in points]
+    assert len(keys) == len(set(keys))
+    assert [k for k in keys if k[1] == 1] == [(s, 1, s + 1) for s in range(1, 6)]  # one per steps
+    assert all(d <= min(16, s * k + 1) for s, k, d in keys)
+    assert len(points) == 5 + 30 + 54  # topk 1, 2 and 4 over steps 1-5, draft 2-16
+
+
+def test_the_grid_searches_hicache_only_where_the_memory_policy_leaves_it_open():
+    assert grid_for(SPACE, objective_for("single")) == effective_points(SPACE)
+    multi = grid_for(SPACE, objective_for("multi"))
+    assert len(multi) == 2 * len(effective_points(SPACE))
+    assert {p["hicache_size"] for p in multi} == {0, 48}
+
+
+def test_the_family_is_seeded_within_its_ranges_and_registered(monkeypatch):
+    for table in ("HARDWARE", "TARGETS", "DRAFTERS"):  # registered in copies, not the real ones
+        monkeypatch.setattr(profiles, table, dict(getattr(profiles, table)))
+    first = _search_family.family(12, seed=3)
+    again = _search_family.family(12, seed=3)
+    assert [s.name for s, _ in first] == [s.name for s, _ in again]
+    assert len({s.name for s, _ in first}) == 12
+    assert [s.name for s, _ in _search_family.family(5, seed=3)] == [s.name for s, _ in first[:5]]
+    for setup, constants in first:
+        for group, ranges in (
+            ("hardware", _search_family.HARDWARE_RANGES),
+            ("target", _search_family.TARGET_RANGES),
+            ("drafter", _search_family.DRAFTER_RANGES),
+        ):
+            for key, (lo, hi) in ranges.items():
+                assert lo <= constants[group][key] <= hi, (key, constants[group][key])
+        assert (
+            profiles.HARDWARE[setup.hardware].kernel_us_per_layer
+            == (constants["hardware"]["kernel_us_per_layer"])
+        )
+        assert profiles.DRAFTERS[setup.drafter].first_accept == constants["drafter"]["first_accept"]
+    assert _search_family.draw(random.Random(1)) != _search_family.draw(random.Random(2))
+
+
+def test_the_best_other_arm_is_one_run_on_every_seed():
+    full = [(3, 3.0)] * 10
+    runs = {"specsweep+priors": full, "specsweep": full, "random": [(4, 4.0)] * 10}
+    runs["gp"] = [(1, 1.0)] * 3  # cheaper, on 3 seeds only: shown, not chosen
+    verdict = summarize_landscape("x", 100.0, runs)["verdict"]
+    assert verdict["specsweep"]["best_other"] == "random"
+    assert verdict["specsweep"]["gpu_hours_ratio"] == pytest.approx(0.75)
