@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.record.results import Outcome, TrialResult
 from harness.server.procs import free_port, processes_mentioning
-from tests.conftest import ROOT
-from tests.e2e.test_search_rules import sweep_argv
+from tests.e2e.test_search_rules import start_interruptible, sweep_argv
 from tests.e2e.test_sweep_cli import sweep
 
 pytestmark = pytest.mark.e2e
@@ -141,14 +139,7 @@ def test_off_by_default_it_names_the_override_where_the_verdict_is_unresolved(tm
 def test_ctrl_c_in_the_resolve_phase_keeps_what_was_measured_and_a_resume_goes_on(tmp_path):
     port = free_port()
     argv = sweep_argv(tmp_path, port, *RESOLVE, "search.resolve.max_rounds=1")
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal gives
-    )
+    proc = start_interruptible(argv)
     study = tmp_path / STUDY
     deadline = time.monotonic() + 180
     # The baseline is relaunched first; once a trial's relaunched server starts, stop the sweep.

@@ -34,6 +34,21 @@ ORDER = (
 )
 
 
+def start_interruptible(argv: list[str]) -> subprocess.Popen:
+    """The sweep as a terminal starts it, output piped. A suite started in the background by a
+    shell without job control inherits SIGINT ignored (POSIX), and Python keeps an ignored SIGINT
+    ignored: the sweep must get the default disposition a terminal gives it, or a Ctrl-C test
+    measures how it was launched."""
+    return subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 def sweep_argv(tmp_path: Path, port: int, *overrides: str) -> list[str]:
     """A 3-trial sweep's command line, for runs the test interrupts."""
     return [
@@ -189,17 +204,7 @@ def test_signal_mid_trial_stops_the_server_and_records_the_trial(tmp_path, sig):
     # Slow enough that the signal lands inside the trial: at scale 20 the whole benchmark after
     # "fired up" took under a second and a fast run could finish it before the signal.
     argv = sweep_argv(tmp_path, port, "engine.clock_scale=5", "search.baseline=false")
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        # A suite started in the background by a shell without job control inherits SIGINT
-        # ignored (POSIX), and Python keeps an ignored SIGINT ignored: the sweep must get the
-        # default disposition a terminal gives it, or this test measures how it was launched.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = start_interruptible(argv)
     log = tmp_path / "kimi-k25-eagle3" / "trial_0000" / "server.log"
     deadline = time.monotonic() + 60
     while not (log.exists() and "fired up" in log.read_text()) and time.monotonic() < deadline:
