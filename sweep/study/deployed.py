@@ -64,7 +64,7 @@ def deployed_baseline(
 def deployed_line(baseline: TrialResult | None, uncapped: TrialResult | None) -> str | None:
     """One line under the table where the answer's baseline is not the study's own everywhere."""
     above = levels_above(baseline, uncapped)
-    if not above:
+    if not above or baseline is None or uncapped is None:
         return None
     where = ", ".join(str(c) for c in above)
     return (
