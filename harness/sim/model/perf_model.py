@@ -12,6 +12,8 @@ verify pass); N = B*n tokens, L layers, g = TP size:
     t_attn      = B * ctx * kv_bytes / (hbm * e_attn)    (MLA latent KV read per step; e_attn the
                                                           kernel's share of HBM bandwidth)
     t_kernel    = kernel_us (+ eager_us without CUDA graphs)
+    t_host      = host step time + r (r: the profile's named residual, what a measured step
+                                      leaves unexplained; 0 where the terms explain it)
 
 The expert term is the unique experts N routed tokens touch; rho < 1 because consecutive tokens
 of one request route alike (Cohere measured ~2.5x the bytes for 4 verify tokens, not 4x).
@@ -181,7 +183,8 @@ class PerfModel:
         if self.dep.hicache_size_gb > 0:
             # SGLang issue #26305: HiCache on an MLA model regressed TPOT; a small tax here.
             layers_s *= 1.02
-        return layers_s + weights_s + flops_s + attn_s + host_s
+        residual_s = self.hw.step_residual_ms * 1e-3
+        return layers_s + weights_s + flops_s + attn_s + host_s + residual_s
 
     def _draft_forward_s(self, tokens: int) -> float:
         assert self.spec is not None
