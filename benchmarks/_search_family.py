@@ -12,16 +12,17 @@ Hardware (per GPU; `harness/sim/model/profiles.py` HardwareProfile):
 - allreduce_latency_us 15-60, bus_gb_s 20-400: NVSwitch one-shot (H200 profile 20, estimate) to
   PCIe without NVLink (48, calibrated to SF row 2); PCIe Gen5 ring ~20 GB/s to NVLink ~300-400.
 - tflops 150-900 effective: well below the 989 dense BF16 peak of H100/H200 (estimate).
-- kernel_us_per_layer 15-90: the profiles' 22 (H100, calibrated), 30 (PCIe), 83 (H200, the
-  residual issue 31 flags); a fixed per-step cost is what speculation amortises, so the wide
-  range is the point (SP §5: with CUDA graphs bs-1 decode is launch/communication bound).
+- kernel_us_per_layer 15-90: the profiles' 23.1 (H100 fitted, the H200 by rule), 30 (PCIe);
+  the H200 adds a named 3.44 ms step residual (the old 83 us per layer); a fixed per-step cost
+  is what speculation amortises, so the wide range is the point (SP §5: with CUDA graphs bs-1
+  decode is launch/communication bound).
 - host_step_ms 0.6-1.5 (profiles 1.05); draft_host_ms 0.3-1.0 (profiles 0.3/0.5/0.8);
   spec_host_ms 1.0-6.0 (profiles 1.0/3.0/5.5; SP §5: draft step ~0.5-1 ms at bs 1).
 - verify_token_us 30-600 per verified draft token (profiles 30/200/600; SP §2.3: verifying 4
   tokens costs 1.25x a decode step on an MoE at bs 1, TensorRT-LLM's 4 drafts 9.3 -> 14 ms).
 - gpu_memory_mib: 96 GB (RTX PRO 6000), 141 GB (H200) or 180 GB (B200) cards; activation_mib
   5,000-9,000 (sglang.md / SP §6: "reserving 5-8 GB of memory for activations is typically
-  sufficient"; profiles 6,300 and 7,500). attention_efficiency 0.25-1.0 (profiles 0.25 and 1.0).
+  sufficient"; profiles 6,300 and 7,500). attention_efficiency 0.25-1.0 (profiles 0.31 and 0.7).
 Target (Kimi-K2.5's shape is fixed; TargetProfile):
 - expert_correlation 0.55-0.85: Cohere's ~2.5x unique expert bytes for 4 verify tokens is 0.66
   (SP §2.3); MoE-Spec has wide trees approach every expert (higher).
