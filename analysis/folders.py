@@ -20,7 +20,7 @@ import pandas as pd
 
 from analysis.frame import EMPTY, NUMERIC, PROVENANCE, ROLES, finish
 from harness.record.layout import ResultsLayout
-from harness.record.results import RUN_STEP_METRICS, TrialResult
+from harness.record.results import AT_LEAST, RUN_STEP_METRICS, TrialResult
 from harness.record.stats import speedup_metrics
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,9 @@ def trial_row(folder: Path, result: TrialResult) -> dict[str, Any]:
         "start_time": started_at(folder, result),
         "accept_by_window": list(result.accept_by_window) or None,  # a list per trial
     }
+    for hist in result.step_histograms:  # P(>=k) per level: a list, as MLflow's steps read back
+        if hist.at_least:
+            row[f"{AT_LEAST}{hist.concurrency}"] = list(hist.at_least)
     for name in NUMERIC:
         # What the server ran when it said so, else what was asked.
         effective = _number(result.effective.get(name))

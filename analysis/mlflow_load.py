@@ -10,6 +10,7 @@ import mlflow
 import pandas as pd
 
 from analysis.frame import EMPTY, NUMERIC, PROVENANCE, ROLES, finish
+from harness.record.results import ACCEPT_BY_WINDOW, AT_LEAST
 
 
 def load_mlflow(experiment: str, tracking_uri: str) -> pd.DataFrame:
@@ -54,16 +55,26 @@ def load_mlflow(experiment: str, tracking_uri: str) -> pd.DataFrame:
     running = raw.get("params.effective.max_running_requests", nothing)
     df["max_running_requests"] = pd.to_numeric(running, errors="coerce")  # frame.level_baseline
     for column in raw.columns:
-        # Metrics no trial has are the sweep parents' (n_trials, best_tok_s, ...): left out.
-        stepped = column == "metrics.accept_len_by_window"  # a list: accept_by_window below
-        if column.startswith("metrics.") and raw[column].notna().any() and not stepped:
-            df[column.removeprefix("metrics.")] = raw[column]
-    if "metrics.accept_len_by_window" in raw:  # one value per 256-token window: its steps
-        df["accept_by_window"] = [
-            _history(run_id, "accept_len_by_window") if pd.notna(last) else None
-            for run_id, last in zip(raw["run_id"], raw["metrics.accept_len_by_window"], strict=True)
-        ]
+        if not column.startswith("metrics."):
+            continue
+        key = column.removeprefix("metrics.")
+        if key == ACCEPT_BY_WINDOW:  # one value per 256-token window: a list, from its steps
+            df["accept_by_window"] = _histories(raw, key)
+        elif not raw[column].notna().any():
+            continue  # a metric no trial has is the sweep parents' (n_trials, best_tok_s, ...)
+        elif key.startswith(AT_LEAST):  # P(>=k) at one level, one value per depth k: a list
+            df[key] = _histories(raw, key)
+        else:
+            df[key] = raw[column]
     return finish(df)
+
+
+def _histories(raw: pd.DataFrame, key: str) -> list[list[float] | None]:
+    """Each run's stepped metric `key` as a list (None where the run has none)."""
+    return [
+        _history(run_id, key) if pd.notna(last) else None
+        for run_id, last in zip(raw["run_id"], raw[f"metrics.{key}"], strict=True)
+    ]
 
 
 def _history(run_id: str, key: str) -> list[float]:

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from analysis import objective
 from analysis.frame import (
@@ -17,6 +18,7 @@ from analysis.frame import (
     trials,
     uncapped_baseline,
 )
+from harness.record.results import AT_LEAST
 
 TOK_S = objective.SINGLE_STREAM.label
 FAIL_STYLE = {
@@ -339,8 +341,37 @@ def accept_by_position(df: pd.DataFrame, top: int = 3, window: int = 256) -> Fig
     return fig
 
 
-def _curve(row: pd.Series) -> list[float]:
-    value = row.get("accept_by_window")
+def accept_at_least(df: pd.DataFrame, top: int = 6) -> Figure | None:
+    """P(>=k), the share of verify steps that yielded at least k + 1 tokens, by draft depth k for
+    the best configurations, a panel per level that recorded it (result.json `step_histograms`).
+    A chain's curve gives each shorter chain's accept length: 1 + the sum of its first s values.
+    None where no trial recorded one (no speculation, or every level refused)."""
+    rows, panels = ranked(df), {}
+    for level in sorted(int(c.removeprefix(AT_LEAST)) for c in df if str(c).startswith(AT_LEAST)):
+        best = [r for _, r in rows.iterrows() if _curve(r, f"{AT_LEAST}{level}")][:top]
+        panels.update({level: best} if best else {})
+    if not panels:
+        return None
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(1 + 5.5 * len(panels), 5), sharey=True, squeeze=False
+    )
+    for ax, (level, best) in zip(axes.flat, panels.items(), strict=True):
+        for row in best:
+            values, steps = _curve(row, f"{AT_LEAST}{level}"), row.get(f"accept_steps_c{level}")
+            label = f"{row['name']} {row['config']}: τ {1 + sum(values):.2f}, {steps:.0f} steps"
+            ax.plot(range(1, len(values) + 1), values, marker="o", label=label)
+        ax.set(xlabel="draft depth k", ylim=(0, 1.02), title=f"{level} in flight")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(loc="lower left", fontsize=7)
+        ax.grid(alpha=0.3)
+    axes.flat[0].set_ylabel("P(>=k): share of verify steps with >= k + 1 tokens")
+    fig.suptitle(title(df, "Acceptance by draft depth"))
+    fig.tight_layout()
+    return fig
+
+
+def _curve(row: pd.Series, column: str = "accept_by_window") -> list[float]:
+    value = row.get(column)
     return [float(v) for v in value] if isinstance(value, list | tuple) and value else []
 
 
@@ -348,6 +379,8 @@ def _curve(row: pd.Series) -> list[float]:
 WITHOUT_DATA = {
     "accept_vs_speed": "no trial measured an accept length (no speculation in this study)",
     "accept_by_position": "no trial recorded acceptance by output position (no speculation)",
+    "accept_at_least": "no trial recorded P(>=k) (no speculation, or each level refused: "
+    "result.json step_histograms says why)",
 }
 
 FIGURES = {
@@ -357,5 +390,6 @@ FIGURES = {
     "oom_map": oom_map,
     "throughput_vs_concurrency": throughput_vs_concurrency,
     "accept_by_position": accept_by_position,
+    "accept_at_least": accept_at_least,
     "history": history,
 }

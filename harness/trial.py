@@ -37,6 +37,7 @@ from harness.measure.memory import memory_metrics, pool_tokens
 from harness.measure.memory_probe import MemoryProbe
 from harness.measure.sim_timing import SimulatorTiming
 from harness.measure.steady import equal_length_levels
+from harness.measure.step_acceptance import histogram_metrics, launch_steps, merged_levels
 from harness.record.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
 from harness.server.command import ServerCommand, build_server_command
 from harness.server.process import FATAL_GRACE_S, Server
@@ -132,7 +133,7 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
             _check_surface(spec, server, result, info)  # what the parsers need, all there?
             reporter.server_ready(result.startup_s, result.effective)
             probe = MemoryProbe(server.log_path, command.base_url, dict(command.headers))
-            bench = _benchmark(spec, server, clock, reporter, probe)
+            bench = _benchmark(spec, server, clock, reporter, probe, info)
             timing = SimulatorTiming(reads=clock.simulated)  # its lag per run (measure.sim_timing)
             last_run = spec.benchmark.first_run - 1 + spec.benchmark.runs  # "run 6/8" on a relaunch
             with bench:
@@ -239,7 +240,12 @@ def _check_surface(spec: TrialSpec, server: Server, result: TrialResult, info: d
 
 
 def _benchmark(
-    spec: TrialSpec, server: Server, clock: ServerClock, reporter: Reporter, probe: MemoryProbe
+    spec: TrialSpec,
+    server: Server,
+    clock: ServerClock,
+    reporter: Reporter,
+    probe: MemoryProbe,
+    info: dict[str, Any],
 ) -> Benchmark:
     return Benchmark(
         server.command.base_url,
@@ -251,6 +257,7 @@ def _benchmark(
         check_server=lambda: server.raise_if_exited(during="the benchmark"),
         early_stop=spec.early_stop,
         headers=dict(server.command.headers),
+        steps=launch_steps(spec.server, info),  # the depth it runs, its stream interval
     )
 
 
@@ -285,6 +292,10 @@ def _judge(result: TrialResult, measured: BenchmarkResult, spec: TrialSpec) -> N
     result.accept_by_window = measured.accept_by_window
     if decays(measured.accept_by_window):  # last window > 25% below the first
         result.warnings.append("acceptance_decays")
+    result.step_histograms = measured.step_histograms  # P(>=k) per level, or why not
+    result.metrics.update(histogram_metrics(measured.step_histograms))
+    if merged_levels(measured.step_histograms):  # the client fell behind: P(>=k) refused there
+        result.warnings.append("chunks_merged")
     if measured.stopped_early:
         assert spec.early_stop is not None
         result.outcome = Outcome.PRUNED  # keeps what it measured

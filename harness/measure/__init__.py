@@ -16,6 +16,7 @@ timeline      a request's stream chunks: arrival times and cumulative tokens, th
 clock         wall-clock durations as server-clock durations: a simulator's stamps, client gaps
 sim_timing    a simulator's lag behind its clock, run by run, and the host's load beside it
 acceptance    a run window's accept length, from the best source the server offers
+step_acceptance  P(>=k) per level from the stream's verify steps: merged chunks, the ends
 prometheus    SGLang's /metrics text read into {name: value}, summed over labels
 metrics       runs from request timelines: windows, rates, percentiles; the trial's over its runs
 memory_probe  a run window's memory from SGLang's lines and /metrics: usage, queue, cache hits

@@ -38,9 +38,10 @@ from harness.measure.prompt_plan import PromptPlan
 from harness.measure.schedule import Run, Schedule
 from harness.measure.sender import Sender
 from harness.measure.steady import is_cut, steady_window
+from harness.measure.step_acceptance import StepShape, step_histograms
 from harness.measure.timeline import Timeline
 from harness.measure.watchdog import settle, watch_server, watched
-from harness.record.results import RequestRecord, RunSummary
+from harness.record.results import RequestRecord, RunSummary, StepHistogram
 from harness.spec import BenchmarkSpec, EarlyStop
 from harness.workload import load_prompts
 
@@ -56,6 +57,8 @@ class BenchmarkResult:
     stopped_early: bool = False
     # Accept length per POSITION_WINDOW output tokens over the measured requests (speculative).
     accept_by_window: list[float] = field(default_factory=list)
+    # P(>=k) per level from the verify steps (harness.measure.step_acceptance; speculative).
+    step_histograms: list[StepHistogram] = field(default_factory=list)
 
 
 class Benchmark:
@@ -73,11 +76,13 @@ class Benchmark:
         early_stop: EarlyStop | None = None,
         server_log: Path | None = None,
         headers: dict[str, str] | None = None,
+        steps: StepShape | None = None,
     ):
         self.base_url = base_url
         self.spec = spec
         self.clock = clock
         self.speculative = speculative
+        self.steps = steps  # what a verify step can carry: P(>=k) per level (None: not counted)
         self.check_server = check_server or (lambda: None)
         self.server_log = server_log
         self.headers = headers or {}  # Authorization when the server has an --api-key
@@ -183,8 +188,9 @@ class Benchmark:
 
     def result(self) -> BenchmarkResult:
         curve = accept_by_position(self.timelines) if self.speculative else []
+        hists = step_histograms(self.timelines, self.steps) if self.steps else []
         return BenchmarkResult(
-            self.records, self.run_summaries, self.metrics(), self.stopped_early, curve
+            self.records, self.run_summaries, self.metrics(), self.stopped_early, curve, hists
         )
 
     def metrics(self) -> dict[str, float]:

@@ -47,6 +47,9 @@ class RequestRecord:
     verify_ct: int | None = None  # verify steps, when the server reports them
     accepted_tokens: int | None = None  # accepted draft tokens, when the server reports them
     chunks: int | None = None  # stream chunks (one per verify step with speculation)
+    # Its verify steps counted for P(>=k) by the tokens each carried: [n - 1] steps of n tokens
+    # (harness.measure.step_acceptance); None: not counted (no speculation, or left out)
+    step_tokens: list[int] | None = None
     round: int = 1  # the user's round with benchmark.rounds > 1 (harness.measure.rounds), else 1
     category: str | None = None  # the prompt's workload category (None: recorded before it was)
 
@@ -125,6 +128,31 @@ RUN_STEP_METRICS = (
 )
 
 
+# A trial's curves MLflow logs as stepped metrics: accept_len_by_window (step: the 256-token
+# window) and accept_at_least_c<C> (step: the draft depth k). analysis reads them back as lists.
+ACCEPT_BY_WINDOW = "accept_len_by_window"
+AT_LEAST = "accept_at_least_c"
+
+
+@dataclass
+class StepHistogram:
+    """P(>=k) at one concurrency level: the share of verify steps that yielded at least k + 1
+    tokens (k accepted drafts), k = 1 .. the draft depth, from the stream's chunks
+    (harness.measure.step_acceptance). 1 + sum(at_least) is the counted steps' accept length."""
+
+    concurrency: int
+    at_least: list[float] = field(default_factory=list)  # P(>=1), P(>=2), ...; empty: refused
+    steps: int = 0  # the verify steps counted
+    step_tokens: list[int] = field(default_factory=list)  # counted steps: [n - 1] carried n tokens
+    requests: int = 0  # the requests whose steps were counted
+    left_out: int = 0  # requests none of whose steps count (their chunks are not verify steps)
+    # Verify steps that arrived inside another chunk (exact where the server reported its verify
+    # count, else those a chunk over the per-step bound proves), and their share of all steps
+    merged_steps: int = 0
+    merged_share: float = 0.0
+    refused: str | None = None  # why at_least is empty (stream interval, merged chunks, ...)
+
+
 @dataclass
 class Stat:
     """Mean over runs with its spread; ci95 is the half-width of the 95% t-interval."""
@@ -172,6 +200,8 @@ class TrialResult:
     # Accept length per 256 output tokens, from the stream's verify steps
     # (harness.measure.acceptance)
     accept_by_window: list[float] = field(default_factory=list)
+    # P(>=k) per concurrency level, from the stream's verify steps (harness.measure.step_acceptance)
+    step_histograms: list[StepHistogram] = field(default_factory=list)
     # Start-up: the server's own durations by phase (startup_load_weight_s, ..., server clock;
     # also in metrics) and the phases as the harness saw them begin ({phase, at_s}, wall seconds
     # from launch: harness.server.startup), a stalled start's last phase included.
@@ -195,6 +225,7 @@ class TrialResult:
         data = dict(data)
         data["outcome"] = Outcome(data["outcome"])
         data["runs"] = [RunSummary(**r) for r in data.get("runs", [])]
+        data["step_histograms"] = [StepHistogram(**h) for h in data.get("step_histograms", [])]
         return cls(**data)
 
     def write(self, folder: Path) -> Path:
@@ -205,6 +236,15 @@ class TrialResult:
     @classmethod
     def read(cls, folder: Path) -> TrialResult:
         return cls.from_dict(json.loads((folder / "result.json").read_text()))
+
+
+def stepped_metrics(result: TrialResult) -> list[tuple[str, float, int]]:
+    """(name, value, step) of the trial's curves, as MLflow logs them (sweep.tracking.runs)."""
+    metrics = [(ACCEPT_BY_WINDOW, float(v), i) for i, v in enumerate(result.accept_by_window)]
+    for hist in result.step_histograms:
+        name = f"{AT_LEAST}{hist.concurrency}"
+        metrics += [(name, float(v), k) for k, v in enumerate(hist.at_least, start=1)]
+    return metrics
 
 
 def write_requests(path: Path, records: list[RequestRecord]) -> None:

@@ -59,3 +59,13 @@ def draft_tree_capacity(steps: int, topk: int) -> int:
     """The most draft tokens a tree of `steps` levels and `topk` branches holds (SGLang does not
     check it; its bench_speculative.py skips configurations above it)."""
     return topk * steps + 1
+
+
+def max_accepted_drafts(steps: int, draft_tokens: int) -> int:
+    """The most drafts one EAGLE verify step can accept: the draft tree's depth, `steps`, and no
+    more than its draft nodes, `draft_tokens - 1`. 0.5.23 sizes verify's accepted path by
+    `EagleVerifyInput.max_tree_depth` = spec_steps + 1, the root included
+    (speculative/eagle_info.py; the `accept_index` of speculative/eagle_utils.py), for a chain and
+    a tree alike. A step therefore yields at most this + 1 tokens: its accepted drafts and the
+    bonus token."""
+    return max(0, min(steps, draft_tokens - 1))

@@ -33,7 +33,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_PARENT_RUN_I
 
 from harness.errors import ConfigError
 from harness.record.layout import sqlite_uri
-from harness.record.results import RUN_STEP_METRICS, Outcome, TrialResult
+from harness.record.results import RUN_STEP_METRICS, Outcome, TrialResult, stepped_metrics
 from harness.record.stats import speedup_metrics
 from harness.server.procs import pid_alive
 from harness.server.redact import redact_url_passwords
@@ -375,8 +375,8 @@ class Tracker:
                 value = getattr(r, name)
                 if value is not None and math.isfinite(value):
                     metrics.append(Metric(f"run.{name}_c{r.concurrency}", float(value), now, r.run))
-        for window, value in enumerate(result.accept_by_window):  # step: 256-token window
-            metrics.append(Metric("accept_len_by_window", float(value), now, window))
+        for name, value, step in stepped_metrics(result):  # by window; P(>=k) by depth k
+            metrics.append(Metric(name, value, now, step))
         for start in range(0, len(metrics), 1000):  # MLflow's batch limit
             self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
 

@@ -266,6 +266,15 @@ class PerfModel:
             return 1.0
         return self._tau(self.levels, self._scale(position, prompt_factor))
 
+    def accept_at_least(self, position: int = 0, prompt_factor: float = 1.0) -> list[float]:
+        """P(>=k), k = 1 .. the tree's depth: the chance one iteration yields at least k + 1
+        tokens (1 + their sum is `expected_accept_len`); what the harness measures per step."""
+        reach, at_least = 1.0, []
+        for q in self._accept_probs(self.levels, self._scale(position, prompt_factor)):
+            reach *= q
+            at_least.append(reach)
+        return at_least
+
     def sample_tokens(self, rng: random.Random, position: int, prompt_factor: float) -> int:
         """Tokens one request gains in one iteration: accepted drafts + the bonus token."""
         if self.spec is None:
