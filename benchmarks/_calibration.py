@@ -131,13 +131,17 @@ class Figure:
         return self.predict(c) if self.predict else None
 
     def miss(self, c: Constants) -> float:
-        """model / figure - 1; for a range, the distance outside it (0 inside)."""
+        """The model's miss for constants `c` (`miss_of`)."""
         m = self.model(c)
         assert m is not None
-        if self.high is not None and self.value <= m <= self.high:
+        return self.miss_of(m)
+
+    def miss_of(self, value: float) -> float:
+        """value / figure - 1; for a range, the distance outside it (0 inside)."""
+        if self.high is not None and self.value <= value <= self.high:
             return 0.0
-        edge = self.high if self.high is not None and m > self.high else self.value
-        return m / edge - 1
+        edge = self.high if self.high is not None and value > self.high else self.value
+        return value / edge - 1
 
 
 def _table3(batch: int, value: float) -> Figure:

@@ -163,14 +163,7 @@ def measure(row: Row, scale: float, folder: Path) -> dict:
 def _served(f, value: float, ci95: float) -> dict:
     return {"figure": f.key, "what": f.what, "role": f.role, "seed": f.value, "seed_high": f.high,
             "unit": f.unit, "sim": round(value, 3), "sim_ci95": round(ci95, 2),
-            "miss": round(_miss(f, value), 4)}  # fmt: skip
-
-
-def _miss(f, value: float) -> float:
-    if f.high is not None and f.value <= value <= f.high:
-        return 0.0
-    edge = f.high if f.high is not None and value > f.high else f.value
-    return value / edge - 1
+            "miss": round(f.miss_of(value), 4)}  # fmt: skip
 
 
 def _served_failures(rows: list[dict]) -> list[str]:
