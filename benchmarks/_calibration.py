@@ -3,7 +3,7 @@
 Every figure the simulator is compared with (shared/reference/seed-figures.md, the seeds' box;
 shared/reference/speculative-performance.md, published numbers) is one `Figure` with a role:
 
-- fit: one constant is solved so the model meets it (`fit` below, in the order of FITS); the
+- fit: one constant is solved so the model meets it (`fit` below, in the order of FIT_ORDER); the
   figure then says nothing about the model's accuracy;
 - held-out: no constant saw it; `benchmarks/sim_calibration.py` gates it (within HELD_OUT_TOL,
   the seeds' own run-to-run spread, chosen before the held-out figures were computed);
@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from harness.sim.model import profiles
 from harness.sim.model.perf_model import Deployment, PerfModel, Speculation
+from harness.sim.oracle import expected_decode
 
 HELD_OUT_TOL = 0.10  # seed-figures.md: "single runs vary by +-10%"
 # The tree allocation moves in steps as acceptance does, so a solve lands near a figure, not on.
@@ -53,14 +54,8 @@ MT_BENCH = Workload(100, 512)
 
 
 def decode(model: PerfModel, w: Workload) -> tuple[float, float]:
-    """(tokens per second per request after the first token, tokens per verify step) of `w`,
-    as the decode loop of `harness.sim.oracle.expected_decode_tok_s` runs it."""
-    position, seconds, steps = 1.0, 0.0, 0
-    while position < w.output:
-        seconds += model.decode_step_s(w.batch, w.prompt + int(position))
-        position += min(model.expected_accept_len(int(position)), w.output - position)
-        steps += 1
-    return (position - 1) / seconds, (position - 1) / steps
+    """(tokens per second per request after the first token, tokens per verify step) of `w`."""
+    return expected_decode(model, w.output, w.prompt, w.batch)
 
 
 def launch(

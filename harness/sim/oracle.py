@@ -102,11 +102,20 @@ def _kv_reserve_mib(args: dict[str, Any], architecture: str, ns: argparse.Namesp
 
 def expected_decode_tok_s(model: PerfModel, max_tokens: int) -> float:
     """Tokens after the first over the decode time of one stream, as the benchmark measures."""
-    position, seconds = 1.0, 0.0  # the first token comes from prefill
+    return expected_decode(model, max_tokens)[0]
+
+
+def expected_decode(
+    model: PerfModel, max_tokens: int, prompt_tokens: int = PROMPT_TOKENS, batch: int = 1
+) -> tuple[float, float]:
+    """(tok/s per request after the first token, tokens per verify step) of `batch` requests
+    decoding `max_tokens` each in lockstep after a `prompt_tokens` prompt."""
+    position, seconds, steps = 1.0, 0.0, 0  # the first token comes from prefill
     while position < max_tokens:
-        seconds += model.decode_step_s(1, PROMPT_TOKENS + int(position))
+        seconds += model.decode_step_s(batch, prompt_tokens + int(position))
         position += min(model.expected_accept_len(int(position)), max_tokens - position)
-    return (position - 1) / seconds
+        steps += 1
+    return (position - 1) / seconds, (position - 1) / steps
 
 
 def evaluate(argv: list[str], max_tokens: int, nccl_proto: str = "LL") -> Evaluation:
