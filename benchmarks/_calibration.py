@@ -190,7 +190,7 @@ FIGURES: list[Figure] = [
            note="the steady-state oracle (benchmarks/_datagen.py); minutes, so --fit only"),
     Figure("datagen 0.85", PCIE, "data generation, 0.85, no HiCache", 400.0, "tok/s",
            "known error", None,
-           note="+40%: a client-side estimate, not the server's throughput (docs/simulator.md)"),
+           note="probably a client-side estimate, not the server's throughput (docs/simulator.md)"),
     Figure("row 1", PCIE, "vLLM baseline", 82.5, "tok/s", "unused", note="vLLM, not modelled"),
     Figure("row 9", PCIE, "37K drafter on a misconfigured server", 56.8, "tok/s", "unused",
            note="hidden-state mismatch and a num-steps override: not modelled"),
