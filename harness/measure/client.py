@@ -246,6 +246,7 @@ class _StreamState:
         if verify:
             record.verify_ct = int(verify)
             record.accepted_tokens = self.meta.get("spec_num_correct_drafts")
+            record.drafts_histogram = self.meta.get("spec_correct_drafts_histogram") or None
 
     def answer(self) -> str:
         """The answer's text as the next turn's history holds it: the content (a chat template

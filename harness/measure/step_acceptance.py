@@ -2,9 +2,13 @@
 least k accepted drafts), k = 1 .. the draft depth, from the stream's per-chunk token counts.
 
 A chain's k-th draft does not know how many follow it, so P(>=k) measured on one long chain gives
-every shorter chain's accept length, tau(s) = 1 + sum_{k<=s} P(>=k). It rests on the stream's
-structure, read from SGLang 0.5.23's released source (docs/benchmark.md, "Acceptance by draft
-depth"), and each assumption is checked here:
+every shorter chain's accept length, tau(s) = 1 + sum_{k<=s} P(>=k).
+
+A request's steps come from the server's own histogram where it sent one (`server_steps`:
+SGLang 0.5.23 spec_correct_drafts_histogram, every verify step by the drafts it accepted, whole),
+else from its stream's chunks (`count_steps`). The chunks rest on the stream's structure, read
+from SGLang 0.5.23's released source (docs/benchmark.md, "Acceptance by draft depth"), and each
+assumption is checked here:
 
 - **One chunk, one verify step.** At --stream-interval 1 the scheduler sends a streaming
   request's new tokens after every step (srt/managers/scheduler_components/output_streamer.py
@@ -39,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.measure.timeline import Timeline
-from harness.record.results import StepHistogram
+from harness.record.results import RequestRecord, StepHistogram
 from harness.sglang.speculative import max_accepted_drafts
 from harness.spec import ServerSpec
 
@@ -51,10 +55,12 @@ MERGED_SHARE_MAX = 0.01
 
 @dataclass(frozen=True)
 class StepShape:
-    """What one verify step can carry in this launch, or why its chunks are not verify steps."""
+    """What one verify step can carry in this launch, or why its steps cannot be counted at all
+    (`refused`) or not from its chunks (`stream_refused`: the server's histograms still count)."""
 
     depth: int  # the most drafts one verify step accepts
     refused: str | None = None
+    stream_refused: str | None = None
 
 
 def launch_steps(server: ServerSpec, info: dict[str, Any]) -> StepShape | None:
@@ -72,13 +78,14 @@ def launch_steps(server: ServerSpec, info: dict[str, Any]) -> StepShape | None:
         return StepShape(0, "adaptive speculation changes the draft depth from step to step")
     if steps is None or draft is None:
         return StepShape(0, "the draft depth is unknown (no speculative_num_steps / draft tokens)")
+    depth = max_accepted_drafts(int(steps), int(draft))
     if interval > 1:
         return StepShape(
-            0,
-            f"--stream-interval {interval}: a chunk carries the steps of {interval} tokens, not "
-            "one verify step (SGLang 0.5.23 output_streamer.py accept)",
+            depth,
+            stream_refused=f"--stream-interval {interval}: a chunk carries the steps of "
+            f"{interval} tokens, not one verify step (SGLang 0.5.23 output_streamer.py accept)",
         )
-    return StepShape(max_accepted_drafts(int(steps), int(draft)))
+    return StepShape(depth)
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,21 @@ class RequestSteps:
     seen: int  # chunks after the first that carried tokens: the verify steps seen as such
     merged: int  # verify steps that arrived inside another chunk (a lower bound without verify_ct)
     left_out: str | None = None  # why none of its steps count
+    from_server: bool = False  # the server's own histogram, not the chunks
+
+
+def server_steps(record: RequestRecord, depth: int) -> RequestSteps | None:
+    """The request's steps from the server's histogram (0.5.23 spec_correct_drafts_histogram:
+    every verify step by the drafts it accepted, counted before max_tokens cuts the last one, so
+    exact and whole); None when the server sent none."""
+    hist = record.drafts_histogram
+    if not record.ok or not hist:
+        return None
+    if len(hist) > depth + 1 and any(hist[depth + 1 :]):
+        why = f"the server's histogram has steps past the launch's depth {depth}"
+        return RequestSteps([0] * (depth + 1), 0, 0, why, from_server=True)
+    tokens = [*hist[: depth + 1], *[0] * (depth + 1 - len(hist))]
+    return RequestSteps(tokens, sum(tokens), 0, from_server=True)
 
 
 def count_steps(line: Timeline, depth: int) -> RequestSteps | None:
@@ -131,8 +153,12 @@ def pool(concurrency: int, requests: Sequence[RequestSteps], depth: int) -> Step
     steps, seen = sum(tokens), sum(r.seen for r in counted)
     merged = sum(r.merged for r in counted)
     share = merged / (seen + merged) if seen + merged else 0.0
+    sources = {r.from_server for r in counted}
     hist = StepHistogram(
         concurrency,
+        source={frozenset({True}): "server", frozenset({False}): "stream"}.get(
+            frozenset(sources), "mixed" if sources else ""
+        ),
         steps=steps,
         step_tokens=tokens,
         requests=sum(1 for r in counted if sum(r.step_tokens)),
@@ -162,7 +188,12 @@ def step_histograms(timelines: Sequence[Timeline], shape: StepShape) -> list[Ste
         return [StepHistogram(c, refused=shape.refused) for c in levels]
     by_level: dict[int, list[RequestSteps]] = {c: [] for c in levels}
     for line in timelines:
-        request = count_steps(line, shape.depth)
+        request = server_steps(line.record, shape.depth)
+        if request is None and shape.stream_refused is not None:
+            if line.record.ok:
+                request = RequestSteps([0] * (shape.depth + 1), 0, 0, shape.stream_refused)
+        elif request is None:
+            request = count_steps(line, shape.depth)
         if request is None:
             continue
         by_level[line.record.concurrency].append(request)

@@ -46,6 +46,9 @@ class RequestRecord:
     reasoning_ended: bool | None = None  # False: cut off while still thinking
     verify_ct: int | None = None  # verify steps, when the server reports them
     accepted_tokens: int | None = None  # accepted draft tokens, when the server reports them
+    # verify steps by accepted drafts ([j]: steps that accepted j), when the server reports them
+    # (SGLang 0.5.23 spec_correct_drafts_histogram, on the finished chunk)
+    drafts_histogram: list[int] | None = None
     chunks: int | None = None  # stream chunks (one per verify step with speculation)
     # Its verify steps counted for P(>=k) by the tokens each carried: [n - 1] steps of n tokens
     # (harness.measure.step_acceptance); None: not counted (no speculation, or left out)
@@ -137,8 +140,9 @@ AT_LEAST = "accept_at_least_c"
 @dataclass
 class StepHistogram:
     """P(>=k) at one concurrency level: the share of verify steps that yielded at least k + 1
-    tokens (k accepted drafts), k = 1 .. the draft depth, from the stream's chunks
-    (harness.measure.step_acceptance). 1 + sum(at_least) is the counted steps' accept length."""
+    tokens (k accepted drafts), k = 1 .. the draft depth, from the server's per-request
+    histograms or the stream's chunks (harness.measure.step_acceptance). 1 + sum(at_least) is
+    the counted steps' accept length."""
 
     concurrency: int
     at_least: list[float] = field(default_factory=list)  # P(>=1), P(>=2), ...; empty: refused
@@ -151,6 +155,9 @@ class StepHistogram:
     merged_steps: int = 0
     merged_share: float = 0.0
     refused: str | None = None  # why at_least is empty (stream interval, merged chunks, ...)
+    # where the counts come from: "server" (every counted request's own histogram, exact),
+    # "stream" (its chunks), "mixed"
+    source: str = ""
 
 
 @dataclass

@@ -358,11 +358,11 @@ class Engine:
                 self.totals.note_finished(r)
                 r.queue.put_nowait(Chunk([], "abort", self._t))
                 continue
-            n = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
-            n = min(n, r.limit - r.generated)
+            sampled = self.model.sample_tokens(r.rng, r.generated, r.prompt_factor)
+            n = min(sampled, r.limit - r.generated)  # max_tokens cuts the step, not the verify
             self.pool.grow(r, n)
             if self.speculative:
-                r.verify_ct += 1
+                r.note_verify(sampled - 1)
                 self.counters.pending_accept_tokens += n
                 self.counters.pending_forward_ct += 1
             self._emit(r, n)

@@ -33,6 +33,10 @@ class SimRequest:
     queue: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
     generated: int = 0
     verify_ct: int = 0
+    # verify steps by accepted drafts, [j]: steps that accepted j (SGLang 0.5.23
+    # schedule_batch.py update_spec_correct_drafts_histogram: the verify's count, before max_tokens
+    # cuts the step's tokens)
+    drafts_histogram: list[int] = field(default_factory=list)
     stalled: bool = False  # fault injection: no token after the first
     abort: str | None = None  # fault injection: aborted with this message after two chunks
     die_after: bool = False  # fault injection: the server dies once this request finished
@@ -49,6 +53,13 @@ class SimRequest:
     stream: bool = False  # sent back as a stream: the counters' is_streaming label
     cached_device: int = 0  # its first prefill's hits by tier (0.5.23 Req.cached_tokens_device,
     cached_host: int = 0  # _host: set once, a retraction's re-prefill leaves them)
+
+    def note_verify(self, correct_drafts: int) -> None:
+        """One verify step that accepted `correct_drafts` drafts."""
+        self.verify_ct += 1
+        if len(self.drafts_histogram) <= correct_drafts:
+            self.drafts_histogram.extend([0] * (correct_drafts + 1 - len(self.drafts_histogram)))
+        self.drafts_histogram[correct_drafts] += 1
 
     def fill_ids(self) -> tuple[int, ...]:
         """What a prefill of it computes: the prompt, then what it had decoded before a

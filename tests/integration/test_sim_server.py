@@ -186,6 +186,14 @@ def test_native_generate_api_measures_the_same_way(spec_server):
     assert {r.accept_len_source for r in result.runs} == {"request_meta"}
     if spec_server.version == "0.5.23":
         assert all(r.accepted_tokens is not None for r in measured)
+        # spec_correct_drafts_histogram: every verify step by its accepted drafts, the last whole
+        assert all(sum(r.drafts_histogram) == r.verify_ct for r in measured)
+        assert all(
+            sum(j * n for j, n in enumerate(r.drafts_histogram)) >= r.accepted_tokens
+            for r in measured
+        )
+    else:  # 0.5.1.post3 reports the verify count only
+        assert all(r.drafts_histogram is None for r in measured)
     assert 60 < result.metrics["tok_s"] < 200
 
 

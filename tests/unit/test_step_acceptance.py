@@ -148,8 +148,8 @@ def test_failed_requests_are_not_read_and_counts_spread_over_chunks_are_left_out
         ({}, {}, 3, None),  # 3/1/4
         ({"steps": 5, "topk": 4, "draft": 4}, {}, 3, None),  # a tree of 3 drafts: depth 3
         ({}, {"speculative_num_steps": 5, "speculative_num_draft_tokens": 6}, 5, None),
-        ({"stream_interval": 4}, {}, 0, "--stream-interval 4"),
-        ({}, {"stream_interval": 8}, 0, "--stream-interval 8"),  # what the server says it runs
+        ({"stream_interval": 4}, {}, 3, "--stream-interval 4"),  # chunks only: the server's
+        ({}, {"stream_interval": 8}, 3, "--stream-interval 8"),  # histograms still count
         ({"speculative_adaptive": True}, {}, 0, "adaptive"),
     ],
 )
@@ -158,7 +158,8 @@ def test_a_launch_says_what_a_step_carries_or_why_its_chunks_are_not_steps(
 ):
     shape = launch_steps(eagle3(30000, **overrides), info)
     assert shape.depth == depth
-    assert (shape.refused is None) if refused is None else refused in shape.refused
+    why = shape.refused or shape.stream_refused
+    assert (why is None) if refused is None else refused in why
     assert launch_steps(kimi_server(30000), {}) is None  # the baseline: nothing to count
 
 
@@ -195,3 +196,40 @@ def test_result_json_keeps_the_histograms_and_mlflow_gets_them_by_depth(tmp_path
         ("accept_at_least_c1", 0.5, 2),
         ("accept_at_least_c1", 0.25, 3),
     ]
+
+
+def test_the_servers_own_histogram_is_taken_whole_and_exact():
+    # 0.5.23 spec_correct_drafts_histogram: [j] verify steps accepted j drafts, the last step
+    # counted whole although max_tokens cut its tokens; chunks that merged do not matter.
+    merged = line(cumulative(4, 8, 2), verify=5)  # a chunk of 8: two steps merged
+    merged.record.drafts_histogram = [1, 1, 0, 3]
+    hist = step_histograms([merged], StepShape(3))[0]
+    assert hist.source == "server" and hist.merged_steps == 0 and hist.refused is None
+    assert hist.step_tokens == [1, 1, 0, 3] and hist.steps == 5
+    assert hist.at_least == pytest.approx([4 / 5, 3 / 5, 3 / 5])
+    assert merged.record.step_tokens == [1, 1, 0, 3]
+
+
+def test_a_short_histogram_is_padded_and_one_deeper_than_the_launch_is_left_out():
+    short = line(cumulative(2, 2), verify=2)
+    short.record.drafts_histogram = [0, 2]
+    deep = line(cumulative(2, 2), verify=2)
+    deep.record.drafts_histogram = [0, 0, 0, 0, 2]  # 4 drafts accepted at depth 3: not this launch
+    hist = step_histograms([short, deep], StepShape(3))[0]
+    assert hist.step_tokens == [0, 2, 0, 0] and hist.left_out == 1
+
+
+def test_a_coarse_stream_counts_from_the_server_or_not_at_all():
+    with_hist = line(cumulative(4, 4), verify=2)
+    with_hist.record.drafts_histogram = [0, 0, 0, 2]
+    without = line(cumulative(4, 4), verify=2, concurrency=4)
+    shape = StepShape(3, stream_refused="--stream-interval 4: ...")
+    by_level = {h.concurrency: h for h in step_histograms([with_hist, without], shape)}
+    assert by_level[1].source == "server" and by_level[1].at_least == [1.0, 1.0, 1.0]
+    assert by_level[4].at_least == [] and "--stream-interval 4" in by_level[4].refused
+
+
+def test_a_level_counted_from_both_sources_says_mixed():
+    a, b = line(cumulative(4, 4, 4), verify=3), line(cumulative(4, 4, 4), verify=3)
+    a.record.drafts_histogram = [0, 0, 0, 3]
+    assert step_histograms([a, b], StepShape(3))[0].source == "mixed"

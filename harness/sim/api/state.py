@@ -114,4 +114,7 @@ def spec_meta(state: ServerState, request: SimRequest) -> dict[str, Any]:
         "spec_accept_rate": correct / proposed if proposed else 0.0,
         "spec_num_correct_drafts": correct,
         "spec_num_proposed_drafts": proposed,
+        # 0.5.23 tokenizer_manager.py: meta_info carries it when non-empty, and chat's
+        # sglext.spec_tokens_details through openai/utils.py spec_tokens_details_from_meta_info
+        "spec_correct_drafts_histogram": list(request.drafts_histogram),
     }
