@@ -124,7 +124,11 @@ class Server:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> Server:
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # Ctrl-C mid-start: `with` calls no __exit__ for a failed enter
+            self.stop()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -159,6 +163,8 @@ class Server:
             env=env,
             start_new_session=True,  # own process group: stop() signals every child too
         )
+        with _live_lock:  # at once: from here an interrupted sweep's stop_all() finds it
+            _live.add(self)
         self._started_at = time.monotonic()
         self.startup = StartupTracker(started=self._started_at)
         self._pump = threading.Thread(
@@ -166,8 +172,6 @@ class Server:
         )
         self._pump.start()
         self.launched_at = time.time()
-        with _live_lock:
-            _live.add(self)
         self._record_pid(self.proc.pid)
 
     def _record_pid(self, pid: int | None) -> None:

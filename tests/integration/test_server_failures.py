@@ -234,3 +234,23 @@ def test_stop_follows_sglangs_order_so_the_scheduler_releases_the_gpu(
         with pytest.raises(GpuMemoryHeld, match=r"pid \d+ \(.*harness\.sim.*MiB on GPU 0\)"):
             gpu.check_gpu_released()
     assert processes_mentioning(f"--port {port}") == []
+
+
+def test_ctrl_c_while_the_server_starts_leaves_no_server(tmp_path, port, monkeypatch):
+    """A KeyboardInterrupt inside start(), after the process exists: `with` calls no __exit__
+    for an __enter__ that raised, so the server must stop itself (a resolve round's Ctrl-C
+    landed there and left one running)."""
+    cmd = build_server_command(kimi_server(port), sim_engine(50.0))
+    calls = []
+
+    def interrupted(self, pid):
+        calls.append(pid)
+        if pid is not None:  # the second record, after the launch
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Server, "_record_pid", interrupted)
+    server = Server(cmd, tmp_path / "server.log", ready_timeout_s=30, stop_grace_s=2)
+    with pytest.raises(KeyboardInterrupt), server:
+        pass
+    assert calls[-1] is not None  # the process had started
+    assert wait_until(lambda: processes_mentioning(f"--port {port} ") == [], deadline_s=5)
