@@ -160,6 +160,10 @@ class MemoryProbe:
         summary.memory_source = "log" if memory.decode_lines or memory.prefill_lines else None
         if summary.memory_source is None:  # no lines: the counters over the whole run
             self._from_counters(summary)
+        elif memory.prefill_lines == 0:  # decode lines but no prefill line fell in the window
+            # (on a busy host the log offsets marked at completions lag the server's lines): the
+            # hit rate over the requests that finished during the run, as without lines
+            summary.cache_hit_rate = hit_rate_of_finished(self._before, self.counters)
         lengths = [(r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in records]
         summary.request_tokens_mean = _mean(lengths) if any(lengths) else None
         return summary

@@ -370,3 +370,25 @@ def test_probe_window_holds_late_reported_completions(tmp_path: Path):
     summary.window = [1.0, 3.0]
     probe.end_run(summary)
     assert (summary.memory_source, summary.retractions) == ("log", 2)
+
+
+def test_a_window_of_decode_lines_only_takes_the_counters_hit_rate(tmp_path: Path, monkeypatch):
+    # On a busy host the log offsets marked at completions can lag the server's lines, leaving a
+    # window with decode lines and no prefill line: the hit rate then comes from the counters
+    # (the run's finished requests), the rest from the lines.
+    log = tmp_path / "server.log"
+    log.write_text("")
+    reads = iter(
+        [
+            {"sglang:cached_tokens_total": 100.0, "sglang:prompt_tokens_total": 400.0},
+            {"sglang:cached_tokens_total": 700.0, "sglang:prompt_tokens_total": 1400.0},
+        ]
+    )
+    probe = MemoryProbe(log, "http://127.0.0.1:9", {})
+    monkeypatch.setattr(probe, "read_counters", lambda: next(reads))
+    probe.start_run()
+    with log.open("a") as fh:
+        fh.write(DECODE_0523 + "\n")
+    summary = probe.end_run(_run(1, memory_source=None, cache_hit_rate=None, retractions=None))
+    assert summary.memory_source == "log" and summary.token_usage_mean == pytest.approx(0.94)
+    assert summary.cache_hit_rate == pytest.approx(0.6)
