@@ -358,7 +358,8 @@ def accept_at_least(df: pd.DataFrame, top: int = 6) -> Figure | None:
     for ax, (level, best) in zip(axes.flat, panels.items(), strict=True):
         for row in best:
             values, steps = _curve(row, f"{AT_LEAST}{level}"), row.get(f"accept_steps_c{level}")
-            label = f"{row['name']} {row['config']}: τ {1 + sum(values):.2f}, {steps:.0f} steps"
+            counted = f", {steps:.0f} steps" if steps == steps and steps is not None else ""  # NaN
+            label = f"{row['name']} {row['config']}: τ {1 + sum(values):.2f}{counted}"
             ax.plot(range(1, len(values) + 1), values, marker="o", label=label)
         ax.set(xlabel="draft depth k", ylim=(0, 1.02), title=f"{level} in flight")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -364,6 +364,7 @@ def _record(
         if result.outcome is not Outcome.OK and bench.run_summaries:
             result.runs = bench.run_summaries  # partial results are kept
             result.metrics = bench.metrics()
+            result.metrics.update(histogram_metrics(result.step_histograms))  # pruned: kept too
     result.metrics.update(result.startup_phases)  # beside the measurements, whatever happened
     result.wall_s = time.monotonic() - started
     result.write(folder)

@@ -40,3 +40,12 @@ def test_a_slow_configuration_is_pruned_and_a_fast_one_is_not(tmp_path, port):
     fast = run_trial(trial(tmp_path, port, eagle3, "h200_nvlink"), tmp_path / "fast")
     assert fast.outcome is Outcome.OK, fast.error
     assert len(fast.runs) == RUNS
+
+
+def test_a_pruned_speculative_trial_keeps_its_p_at_least_k_metrics(tmp_path, port):
+    # A pruned trial's metrics are recomputed from its partial runs: the step counts of its
+    # P(>=k) must survive that (the report labels each curve with them).
+    pruned = run_trial(trial(tmp_path, port, eagle3, "rtx_pro_6000_pcie"), tmp_path / "spec")
+    assert pruned.outcome is Outcome.PRUNED, pruned.error
+    (hist,) = pruned.step_histograms
+    assert hist.at_least and pruned.metrics["accept_steps_c1"] == hist.steps
