@@ -34,6 +34,7 @@ from sweep.readout.console import console
 from sweep.study import memory, resolve
 from sweep.study.baseline import baseline_overrides
 from sweep.study.budget import Budget
+from sweep.study.model.sampler import EXPLORE, ModelSampler
 from sweep.study.objective import Objective
 from sweep.study.plan import SweepPlan
 from sweep.study.run import StudyRun
@@ -68,8 +69,8 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
             f"search.n_trials_scope={search.n_trials_scope!r}: study (n_trials is the study's "
             "total; a resume runs what is left) or sweep (each sweep runs n_trials more)."
         )
-    if search.sampler.name not in ("tpe", "random"):
-        raise ConfigError(f"search.sampler.name={search.sampler.name!r}: tpe or random.")
+    if search.sampler.name not in ("tpe", "random", "model"):
+        raise ConfigError(f"search.sampler.name={search.sampler.name!r}: tpe, random or model.")
     try:  # the objective, its load profile and latency limits (sweep.study.objective)
         objective = Objective.from_config(search, benchmark)
     except ValueError as exc:
@@ -88,6 +89,11 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
             "runs on one server start."
         )
     space = SearchSpace.from_config(search.space)
+    if search.sampler.name == "model":
+        try:  # the objective and space it can model (sweep/study/model/sampler.py)
+            ModelSampler(space, objective, explore=float(search.sampler.get("explore", EXPLORE)))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     try:  # the trial a study without a baseline is compared to (sweep/readout/comparisons.py)
         check_reference(search.get("reference"), space.params)
     except ValueError as exc:

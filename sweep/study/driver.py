@@ -32,6 +32,8 @@ from sweep.study import crashes, storage
 from sweep.study.budget import gpu_hours
 from sweep.study.candidates import Candidate
 from sweep.study.feasibility import RECHECK_ATTR, Feasibility
+from sweep.study.model.observations import ATTR as MODEL_ATTR
+from sweep.study.model.observations import observation_attrs
 from sweep.study.objective import Objective
 
 KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
@@ -123,6 +125,8 @@ class SearchDriver:
             attrs["startup_wall_s"] = result.startup_wall_s
         if result.related:
             attrs["related"] = result.related
+        if (observed := observation_attrs(result)) is not None:  # what the model fits
+            attrs[MODEL_ATTR] = observed
         failure = crashes.failure_signature(result)
         # Counted before this trial's own attribute is set: is this the failure's repeat?
         repeated = (

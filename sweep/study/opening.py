@@ -21,8 +21,9 @@ from sweep.readout.console import console
 from sweep.study import memory
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
+from sweep.study.model.sampler import EXPLORE, ModelSampler
 from sweep.study.objective import Objective
-from sweep.study.space import space_hash
+from sweep.study.space import SearchSpace, space_hash
 from sweep.study.storage import (
     grace_period,
     open_storage,
@@ -55,16 +56,25 @@ def open_tracker(cfg: DictConfig) -> Tracker:
 
 def make_sampler(cfg: DictConfig, objective: Objective | None = None):
     """The configured sampler, with the memory knobs chosen as search.memory says."""
-    base = _base_sampler(cfg)
+    base = _base_sampler(cfg, objective)
     if objective is None:
         return base
     return memory.wrap(base, str(OmegaConf.select(cfg, "search.memory", default="auto")), objective)
 
 
-def _base_sampler(cfg: DictConfig) -> optuna.samplers.BaseSampler:
+def _base_sampler(cfg: DictConfig, objective: Objective | None) -> optuna.samplers.BaseSampler:
     sampler = cfg.search.sampler
     if sampler.name == "random":
         return optuna.samplers.RandomSampler(seed=cfg.search.seed)
+    if sampler.name == "model":
+        if objective is None:
+            raise ValueError("search.sampler.name=model needs the study's objective")
+        return ModelSampler(
+            SearchSpace.from_config(cfg.search.space),
+            objective,
+            seed=cfg.search.seed,
+            explore=float(OmegaConf.select(cfg, "search.sampler.explore", default=EXPLORE)),
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(

@@ -1,0 +1,106 @@
+"""Seconds per verify iteration, per level: linear in what a launch makes the GPU do.
+
+One speculative iteration runs `steps` draft forwards over `topk` branches, then one target
+forward verifying `draft_tokens` tokens. At a given load its time is close to
+
+    t = c0 + c1 * steps + c2 * steps * topk + c3 * (draft_tokens - 1)   (+ an offset per value
+        of each other searched knob: HiCache, the drafter, CUDA graphs, ...)
+
+measured per trial and level as tau / speed (speed: per-user decode tok/s, or output tok/s over
+all streams, which divides every term by the streams in flight alike). The coefficients have a
+Gaussian posterior: a prior N(0, scale^2) per coefficient, scale the slowest measured t (wide: a
+coefficient that size would make a configuration twice the slowest), observations weighted by
+their measured 95% intervals plus the form's misfit, estimated from the residuals once there are
+more trials than coefficients. Chains alone fix only c0 and c1 + c2 + c3 (their features move
+together); a tree separates them; until then a tree's cost is as uncertain as the prior says, and
+the search sees it as worth measuring. The work terms cannot make a step faster, so draws keep
+c1..c3 >= 0; a draw below half the fastest measured t is held there (the linear form
+extrapolated past zero is not a step time). The draws come from a Gibbs sampler on the truncated
+posterior (rejection fails: chains alone leave it a long thin ridge, mostly outside the bound).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+Shape = tuple[int, int, int]
+UNKNOWN_NOISE = 0.05  # relative noise of a speed measured without an interval (one run)
+GIBBS_SWEEPS = 30
+
+
+def features(shape: Shape, others: Sequence[tuple[str, Any]], levels: list[tuple[str, Any]]):
+    """The row of one configuration: 1, steps, steps x topk, draft - 1, then one indicator per
+    (knob, value) in `levels` (every other knob's values but its first)."""
+    s, k, d = shape
+    row = [1.0, float(s), float(s * k), float(d - 1)]
+    values = dict(others)
+    row += [1.0 if values.get(name) == value else 0.0 for name, value in levels]
+    return row
+
+
+@dataclass
+class CostPoint:
+    x: list[float]
+    t: float  # tau / speed
+    rel_se: float  # the measurement's relative standard error
+
+
+class CostModel:
+    def __init__(self, points: list[CostPoint], rng: np.random.Generator):
+        self.rng = rng
+        self.n = len(points)
+        x = np.array([p.x for p in points])
+        t = np.array([p.t for p in points])
+        rel = np.array([p.rel_se for p in points])
+        self.p = x.shape[1]
+        self.scale = float(t.max())
+        self.floor = 0.5 * float(t.min())
+        prior = np.eye(self.p) / self.scale**2
+        misfit = 0.0
+        for _ in range(2):  # fit, estimate the misfit from the residuals, refit
+            var = (t**2) * (rel**2 + misfit**2)
+            w = 1.0 / var
+            precision = x.T @ (x * w[:, None]) + prior
+            self.cov = np.linalg.inv(precision)
+            self.mean = self.cov @ (x.T @ (w * t))
+            if self.n <= self.p:
+                break
+            resid = (t - x @ self.mean) / t
+            excess = float((resid**2).sum() / (self.n - self.p) - (rel**2).mean())
+            misfit = float(np.sqrt(max(excess, 0.0)))
+        self.misfit = misfit
+
+    def coefficients(self, n: int) -> np.ndarray:
+        """n draws of the coefficients from the posterior held to what a step time can be: the
+        work terms (steps, branches, draft tokens) never make a step faster, so c1..c3 >= 0.
+        A Gibbs sampler on the truncated Gaussian (n chains side by side, GIBBS_SWEEPS sweeps
+        from the bound-respecting mean): each coefficient in turn from its conditional given the
+        others, a univariate normal cut at 0 for the work terms."""
+        precision = np.linalg.inv(self.cov)
+        x = np.tile(self.mean, (n, 1))
+        x[:, 1:4] = np.maximum(x[:, 1:4], 0.0)
+        for _ in range(GIBBS_SWEEPS):
+            for i in range(self.p):
+                q = precision[i, i]
+                others = (x - self.mean) @ precision[i] - (x[:, i] - self.mean[i]) * q
+                mean, sd = self.mean[i] - others / q, 1.0 / np.sqrt(q)
+                if 1 <= i <= 3:  # truncated at 0: inverse CDF over the allowed part
+                    lo = ndtr((0.0 - mean) / sd)
+                    u = lo + (1 - lo) * self.rng.random(n)
+                    x[:, i] = np.maximum(mean + sd * ndtri(np.clip(u, 1e-12, 1 - 1e-12)), 0.0)
+                else:
+                    x[:, i] = mean + sd * self.rng.standard_normal(n)
+        return x
+
+    def samples(self, rows: np.ndarray, n: int) -> np.ndarray:
+        """n draws of t for each row (n x rows): the coefficients' posterior plus the misfit."""
+        t = self.coefficients(n) @ rows.T
+        if self.misfit:
+            t = t * (1 + self.misfit * self.rng.standard_normal(t.shape))
+        return np.maximum(t, self.floor)
+

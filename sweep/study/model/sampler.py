@@ -1,0 +1,234 @@
+"""`search.sampler=model`: the next launch is the one the model expects to gain most per GPU-hour.
+
+Opening (nothing to fit yet): the longest chain the space allows (its per-step histogram gives
+P(>=k) at every depth, so every chain is then predicted), then the one-step chain (a second
+point on the cost line). After that, each proposal is one of:
+- model: over every valid configuration not yet measured, the expected improvement over the best
+  measured value (the mean of max(0, draw - best) over the prediction's draws), divided by the
+  launch's predicted GPU-hours (start-up plus a benchmark whose length scales with 1 / speed, from
+  the study's own launches); the largest wins;
+- exploration: a share `explore` of proposals (each trial number decides, from the seed) is an
+  unmeasured configuration drawn uniformly, whatever the model thinks, so a wrong model meets
+  data it did not choose.
+A configuration is tried at most twice (an OOM at one fraction may start at another: the memory
+policy moves the fraction). Knobs the model does not model (the memory knobs, numeric ones) are
+left to a RandomSampler; the driver's verdicts (duplicates, predicted OOMs, known crashes),
+early stopping and budgets apply as to any sampler. Why each proposal was made is kept in
+`proposals` (trial number -> Proposal) for the console.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
+
+from sweep.study.model import observations
+from sweep.study.model.predict import Config, Predictor, Target, configurations, target_for
+from sweep.study.space import DRAFT, STEPS, TOPK, Param, SearchSpace
+
+EXPLORE = 0.1  # the share of proposals drawn uniformly (search.sampler.explore)
+ATTEMPTS = 2  # a configuration is launched at most this often without a measurement
+_SPEC = (STEPS, TOPK, DRAFT)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    config: Config
+    reason: str  # "opening", "model", "exploration", "random" (the model cannot fit yet)
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+def distribution(p: Param) -> BaseDistribution:
+    """The distribution Param.suggest asks Optuna for (the relative values must match it)."""
+    if p.type == "categorical":
+        return CategoricalDistribution(list(p.choices))
+    assert p.low is not None and p.high is not None
+    if p.type == "int":
+        return IntDistribution(int(p.low), int(p.high), log=p.log, step=int(p.step or 1))
+    return FloatDistribution(p.low, p.high, log=p.log, step=p.step)
+
+
+def measured_metric(trials: list[FrozenTrial], metric: str) -> list[tuple[FrozenTrial, float]]:
+    """The feasible measured trials and their objective metric (OOMs, crashes, SLO misses out)."""
+    return [
+        (t, float(t.user_attrs["metric"]))
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and t.user_attrs.get("outcome") == "ok"
+        and t.user_attrs.get("metric_name") == metric
+        and "metric" in t.user_attrs
+        and all(v <= 0 for v in t.constraints.values())
+    ]
+
+
+class ModelSampler(BaseSampler):
+    def __init__(self, space: SearchSpace, objective, seed: int = 0, explore: float = EXPLORE):
+        target = target_for(objective)
+        if target is None:
+            raise ValueError(
+                f"search.sampler.name=model predicts one value per configuration; "
+                f"search.objective={objective.name} is a Pareto front. Use tpe or random."
+            )
+        if STEPS not in space.params or TOPK not in space.params:
+            raise ValueError(
+                "search.sampler.name=model models the speculative knobs: search.space needs "
+                "speculative_num_steps and speculative_eagle_topk."
+            )
+        if not 0.0 <= explore <= 1.0:
+            raise ValueError(f"search.sampler.explore={explore}: a share, 0 to 1.")
+        self.space, self.objective, self.target = space, objective, target
+        self.seed, self.explore = seed, explore
+        self.independent = RandomSampler(seed=seed)
+        self.proposals: dict[int, Proposal] = {}
+
+    def reseed_rng(self) -> None:
+        self.independent.reseed_rng()
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial):
+        return {
+            name: distribution(p)
+            for name, p in self.space.params.items()
+            if name in _SPEC or p.type == "categorical"
+        }
+
+    def sample_independent(self, study, trial, param_name, param_distribution) -> Any:
+        return self.independent.sample_independent(study, trial, param_name, param_distribution)
+
+    # -- the proposal --------------------------------------------------------------------------
+    def sample_relative(self, study: Study, trial: FrozenTrial, search_space) -> dict[str, Any]:
+        if STEPS not in search_space or TOPK not in search_space:
+            return {}
+        others = tuple(sorted(n for n in search_space if n not in _SPEC))
+        trials = study.get_trials(deepcopy=False)
+        state = self.state(trials, others, trial.number)
+        if not state.candidates:
+            return {}  # everything measured: the driver calls what comes a duplicate
+        proposal = self._choose(state, trial.number)
+        self.proposals[trial.number] = proposal
+        return self._values(proposal.config, search_space)
+
+    def state(self, trials: list[FrozenTrial], others: tuple[str, ...], number: int) -> _State:
+        return _State(self, trials, others, number)
+
+    def _choose(self, state: _State, number: int) -> Proposal:
+        opening = state.opening()
+        if opening is not None:
+            return Proposal(opening, "opening")
+        rng = random.Random(self.seed * 1_000_003 + number)
+        explore = rng.random() < self.explore
+        predictor = state.predictor
+        if predictor is None or not predictor.ready or explore:
+            pick = state.candidates[rng.randrange(len(state.candidates))]
+            reason = "exploration" if explore and predictor is not None else "random"
+            return Proposal(pick, reason)
+        draws = predictor.samples(state.candidates)
+        best = state.best_value()
+        gain = np.maximum(draws - best, 0.0).mean(axis=0) if best is not None else draws.mean(0)
+        hours = state.launch_hours(draws.mean(axis=0))
+        score = gain / hours
+        if not np.any(gain > 0):  # nothing expected to improve: the highest upper bound
+            score = np.percentile(draws, 97.5, axis=0)
+        i = int(np.argmax(score))
+        low, high = np.percentile(draws[:, i], [2.5, 97.5])
+        return Proposal(
+            state.candidates[i], "model", float(draws[:, i].mean()), float(low), float(high)
+        )
+
+    def _values(self, config: Config, search_space) -> dict[str, Any]:
+        s, k, d = config.shape
+        values: dict[str, Any] = {STEPS: s, TOPK: k}
+        if DRAFT in search_space:
+            dist = search_space[DRAFT]
+            values[DRAFT] = min(max(d, int(dist.low)), int(dist.high))
+        values.update({n: v for n, v in config.others if n in search_space})
+        return values
+
+
+class _State:
+    """What the study knows when a proposal is made."""
+
+    def __init__(self, sampler: ModelSampler, trials, others: tuple[str, ...], number: int):
+        self.sampler, self.trials, self.others = sampler, trials, others
+        self.space = sampler.space
+        self.observations = observations.read(trials, others)
+        measured = {(o.shape, o.others) for o in self.observations}
+        attempts: dict[tuple, int] = {}
+        for t in trials:
+            cand = t.user_attrs.get("candidate")
+            if not cand or cand.get("steps") is None or t.number == number:
+                continue
+            key = (
+                (int(cand["steps"]), int(cand["topk"]), int(cand["draft_tokens"])),
+                tuple((n, t.params.get(n)) for n in others),
+            )
+            running = t.state == TrialState.RUNNING
+            attempts[key] = attempts.get(key, 0) + (ATTEMPTS if running else 1)
+        self.attempted = attempts
+        self.candidates = [
+            c
+            for c in configurations(self.space, others)
+            if (c.shape, c.others) not in measured
+            and attempts.get((c.shape, c.others), 0) < ATTEMPTS
+        ]
+        self.predictor: Predictor | None = None
+        if self.observations:
+            self.predictor = Predictor(
+                self.observations, sampler.target, self.space, others, seed=sampler.seed + number
+            )
+
+    def opening(self) -> Config | None:
+        """The longest chain, then the one-step chain, until each was tried."""
+        depth = int(self.space.params[STEPS].high)
+        low = int(self.space.params[STEPS].low)
+        first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
+        for steps in (depth, low):
+            if not any(sh[1] == 1 and sh[0] == steps for sh, _ in self.attempted):
+                config = Config((steps, 1, steps + 1), first)
+                if config in self.candidates:
+                    return config
+        return None
+
+    def best_value(self) -> float | None:
+        metric = self.sampler.objective.metrics[0]
+        values = [v for _, v in measured_metric(self.trials, metric)]
+        return max(values, default=None)
+
+    def launch_hours(self, predicted: np.ndarray) -> np.ndarray:
+        """GPU-hours of a launch predicted to reach `predicted`: the study's launches, their
+        benchmark share scaled by measured / predicted speed (a faster server finishes sooner)."""
+        metric = self.sampler.objective.metrics[0]
+        value = dict((t.number, v) for t, v in measured_metric(self.trials, metric))
+        rows = []
+        for o in self.observations:
+            if o.number in value and o.bench_s and o.startup_s is not None and o.gpu_hours:
+                rows.append((o.gpu_hours, o.bench_s / (o.bench_s + o.startup_s), value[o.number]))
+        if not rows:
+            return np.ones_like(predicted)
+        out = np.zeros_like(predicted)
+        for hours, share, measured in rows:
+            out += hours * ((1 - share) + share * measured / np.maximum(predicted, 1e-9))
+        return out / len(rows)
+
+
+def model_sampler(sampler) -> ModelSampler | None:
+    """The ModelSampler inside a study's sampler (the memory policy wraps it), if any."""
+    while sampler is not None and not isinstance(sampler, ModelSampler):
+        sampler = getattr(sampler, "base", None)
+    return sampler
+
+
+__all__ = ["EXPLORE", "ModelSampler", "Proposal", "Target", "model_sampler"]
