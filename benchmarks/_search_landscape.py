@@ -35,7 +35,9 @@ from pathlib import Path
 
 from harness.server.command import server_flags
 from harness.sglang.speculative import SPEC_MAX_RUNNING_REQUESTS
-from harness.sim.oracle import PROMPT_TOKENS, evaluate, modelled_steady_state
+from harness.sim.cli import build_parser, resolve, sglang_version_of
+from harness.sim.model.profiles import HARDWARE, TARGETS
+from harness.sim.oracle import PROMPT_TOKENS, build_model, evaluate, modelled_steady_state
 from harness.spec import ServerSpec
 from sweep.study.space import DRAFT, STEPS, TOPK
 
@@ -180,6 +182,24 @@ class Oracle:
             e = evaluate(self._argv(effective(values)), max_tokens)
             self._mem[key] = (e.outcome, e.oom_kind, e.tok_s, e.startup_s, e.max_total_num_tokens)
         return self._mem[key]
+
+    def at_least(self, values: dict, max_tokens: int) -> list[float]:
+        """P(>=k) over the verify steps of one `max_tokens` decode, the steps' average (what
+        the server's per-request histogram counts; 1 + its sum is the steps' accept length)."""
+        key = json.dumps(["al", self.profile, max_tokens, sorted(effective(values).items())])
+        if key not in self._mem:
+            argv = self._argv(effective(values))
+            ns = build_parser(sglang_version_of(argv)).parse_args(argv)
+            hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
+            model = build_model(resolve(ns, target.architecture, hw.gpu_memory_mib).args, ns, "LL")
+            position, steps, sums = 1.0, 0, [0.0] * len(model.accept_at_least(0))
+            while position < max_tokens:
+                for k, p in enumerate(model.accept_at_least(int(position))):
+                    sums[k] += p
+                position += min(model.expected_accept_len(int(position)), max_tokens - position)
+                steps += 1
+            self._mem[key] = [x / steps for x in sums]
+        return self._mem[key]  # type: ignore[return-value]
 
     def level(self, values: dict, concurrency: int) -> float:
         """Steady-state output tok/s at `concurrency` (MULTI_TOKENS-token outputs)."""

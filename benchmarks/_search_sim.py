@@ -35,7 +35,7 @@ from benchmarks._search_landscape import (
     WARMUP,
     Landscape,
 )
-from harness.record.results import Outcome, RunSummary, TrialResult
+from harness.record.results import Outcome, RunSummary, StepHistogram, TrialResult
 from harness.record.stats import summarize
 from harness.sim.model.drift import DRIFT_SIGMA, Drift
 from harness.spec import EarlyStop
@@ -85,12 +85,46 @@ class Simulation:
         else:
             seconds = self._multi(result, values)
         result.wall_s = startup + seconds
+        self._acceptance(result, values, tokens)
         self.gpu_hours += gpu_hours(result, self.gpus)
         true = self.land.true_value(values)
         ok = result.outcome is Outcome.OK
         if ok and self.reached is None and true is not None and true >= 0.98 * self.optimum:
             self.reached = (self.starts, self.gpu_hours)
         return result
+
+    def _acceptance(self, result: TrialResult, values: dict, tokens: int) -> None:
+        """What the server's per-step histograms report at each measured level: P(>=k) over the
+        steps the level's runs decoded, each depth's share drawn binomially (the steps of one
+        search's runs are thousands: the spread is small, and it is the histogram's own)."""
+        if self.land.kind == "datagen":  # speculation off: no verify steps
+            for key in [k for k in result.metrics if k.startswith("_tokens_c")]:
+                del result.metrics[key]
+            return
+        true = self.land.oracle.at_least(values, tokens)
+        levels = sorted(
+            int(k.removeprefix("output_tok_s_c"))
+            for k in result.metrics
+            if k.startswith("output_tok_s_c") and not k.endswith("_ci95")
+        )
+        tau = 1 + sum(true)
+        for c in levels:
+            steps = max(1, round(result.metrics.pop(f"_tokens_c{c}") / tau))
+            measured, reach = [], steps
+            for k, p in enumerate(true):
+                cond = p / (true[k - 1] if k else 1.0)
+                reach = self._binomial(reach, cond)
+                measured.append(reach / steps)
+            hist = StepHistogram(c, measured, steps, source="server")
+            result.step_histograms.append(hist)
+            result.metrics[f"accept_len_c{c}"] = 1 + sum(measured)
+
+    def _binomial(self, n: int, p: float) -> int:
+        """A binomial draw (normal approximation past a few dozen trials)."""
+        if n < 40:
+            return sum(self.rng.random() < p for _ in range(n))
+        x = round(self.rng.gauss(n * p, (n * p * (1 - p)) ** 0.5))
+        return min(max(x, 0), n)
 
     def _single(self, result: TrialResult, tok_s: float, early_stop) -> float:
         request_s = MAX_TOKENS / tok_s
@@ -106,9 +140,12 @@ class Simulation:
                 break
         stat = summarize([r.decode_tok_s for r in runs])
         result.runs = runs
-        result.metrics = {"tok_s": stat.mean}
+        result.metrics = {"tok_s": stat.mean, "decode_tok_s_c1": stat.mean}
+        result.metrics["output_tok_s_c1"] = stat.mean
+        result.metrics["_tokens_c1"] = len(runs) * REQUESTS * MAX_TOKENS
         if stat.n > 1:
             result.metrics["tok_s_ci95"] = stat.ci95
+            result.metrics["decode_tok_s_c1_ci95"] = stat.ci95
         return seconds
 
     def _level(self, result: TrialResult, c: int, rate: float | None, requests: int) -> float:
@@ -120,6 +157,7 @@ class Simulation:
         stat = summarize([self._noisy(rate, run_s) for _ in range(RUNS)])
         result.metrics[f"output_tok_s_c{c}"] = stat.mean
         result.metrics[f"output_tok_s_c{c}_ci95"] = stat.ci95
+        result.metrics[f"_tokens_c{c}"] = RUNS * requests * tokens
         return RUNS * run_s
 
     def _multi(self, result: TrialResult, values: dict) -> float:
