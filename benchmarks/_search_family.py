@@ -36,6 +36,36 @@ Drafter (DrafterProfile: a_k = first_accept * depth_decay**(k-1), siblings, fade
 - sibling_residual 0.75-0.92 (the simulator's drafters 0.79-0.88; a second branch catches
   8-25% of what the first missed).
 - long_context_tokens 4,000-20,000 (drafters fade on long outputs, SP §1; profiles 6K-20K).
+
+The second part, "shapes" (`family(n, seed, shapes=True)`, search_efficiency --family-shapes):
+member i is the plain family's member i (the same constants, from the same generator) with
+acceptance and cost shapes drawn on top from a second generator seeded from the same seed
+(`harness/sim/model/shapes.py`; none is calibrated). A model-based proposer that fits geometric
+or per-depth chain acceptance, one shared sibling factor and a step cost linear in steps,
+steps*topk and draft tokens assumes none of them:
+- depth_shape, per depth k = 1..5 (the space's deepest): depth_decay**(k-1) times a walk
+  whose step per depth is uniform 0.85-1.12, times a cliff factor 0.5-1.0 from a cliff depth
+  2-5 on. Measured chain conditionals wander like that (SP §2.2: Llama-4-Maverick's EAGLE-3
+  coding 0.83, 0.75, 0.79, 0.65, 0.66, 0.48, 0.50 from its accept lengths; SP §1: the K2.6
+  drafter's 0.633, 0.638, 0.653 rise with depth) and drop past the depth a drafter trained on
+  (EAGLE-3's 5 TTT steps); the cliff's low end is a stress test, not a measured figure.
+- depth_fade 0-0.5: deeper drafts fade faster over the output. SP §1 (Test-Time Speculation):
+  acceptance degrades with generation length as drafters train on short sequences; that it
+  degrades faster with depth, and by how much, is an invented stress test.
+- sibling_residuals per depth 0.70-0.95, each drawn on its own (the profiles' shared 0.79-0.88
+  widened): a per-depth catch is an invented stress test of the shared factor.
+- sibling_rank_power 0-1: the m-th sibling leaves residual ** ((m-1) ** -power), later siblings
+  catch less, as the draft's top-k confidence falls with rank (EAGLE-2's dynamic tree ranks
+  candidates by that confidence); the size is invented.
+- verify_bucket_ms 0-3 per threshold of (t, 2t) draft tokens crossed, t one of 4, 6, 8: tile
+  and CUDA-graph size jumps of the tree-attention and GEMM kernels (SP §2.3: SGLang captures the
+  verify graph per batch with batch x draft tokens); invented sizes, up to a quarter of the PCIe
+  box's 11 ms decode step.
+- verify_token_exponent 1.0-1.4: the verify cost per draft token grows with the draft tokens
+  (unchanged at 4), as a compute-bound verify past the GEMM ridge does (SP §2.3, Leviathan);
+  the exponent is invented.
+- draft_candidate_us 0-20 per candidate node scored (1 + topk + (steps-1) * topk**2 per
+  iteration): the tree's top-k selection and bookkeeping; invented, up to ~1.4 ms at 5/4.
 """
 
 from __future__ import annotations
@@ -86,38 +116,94 @@ def draw(rng: random.Random) -> dict[str, dict[str, float]]:
     }
 
 
-def member_name(index: int, constants: dict) -> str:
+SHAPE_RANGES = {
+    "depth_step": (0.85, 1.12),
+    "cliff_depth": (2, 5),
+    "cliff_factor": (0.5, 1.0),
+    "depth_fade": (0.0, 0.5),
+    "sibling_residual": (0.70, 0.95),
+    "sibling_rank_power": (0.0, 1.0),
+    "verify_bucket_ms": (0.0, 3.0),
+    "verify_bucket_first": (4, 6, 8),
+    "verify_token_exponent": (1.0, 1.4),
+    "draft_candidate_us": (0.0, 20.0),
+}
+SHAPE_DEPTHS = 5  # conf/search/eagle3_five.yaml: speculative_num_steps up to 5
+
+
+def draw_shapes(rng: random.Random, depth_decay: float) -> dict[str, dict]:
+    """One member's shapes (the module docstring), on top of its drawn `depth_decay`."""
+    r = SHAPE_RANGES
+
+    def u(key: str) -> float:
+        return round(rng.uniform(*r[key]), 4)
+
+    walk, shape = 1.0, []
+    cliff_depth, cliff = rng.randint(*r["cliff_depth"]), u("cliff_factor")
+    for k in range(SHAPE_DEPTHS):
+        walk *= u("depth_step") if k else 1.0
+        shape.append(round(depth_decay**k * walk * (cliff if k + 1 >= cliff_depth else 1.0), 4))
+    drafter = {
+        "depth_shape": shape,
+        "depth_fade": u("depth_fade"),
+        "sibling_residuals": [u("sibling_residual") for _ in range(SHAPE_DEPTHS)],
+        "sibling_rank_power": u("sibling_rank_power"),
+    }
+    first = rng.choice(r["verify_bucket_first"])
+    hardware = {
+        "verify_bucket_ms": u("verify_bucket_ms"),
+        "verify_bucket_tokens": [first, 2 * first],
+        "verify_token_exponent": u("verify_token_exponent"),
+        "draft_candidate_us": u("draft_candidate_us"),
+    }
+    return {"hardware": hardware, "drafter": drafter}
+
+
+def member_name(index: int, constants: dict, prefix: str = "family") -> str:
     digest = hashlib.sha256(json.dumps(constants, sort_keys=True).encode()).hexdigest()[:8]
-    return f"family{index:02d}-{digest}"
+    return f"{prefix}{index:02d}-{digest}"
+
+
+def _tuples(group: dict) -> dict:
+    """JSON's lists as the profiles' (hashable) tuples."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in group.items()}
 
 
 def register(name: str, constants: dict) -> Setup:
     """Add the member's profiles to the simulator's tables (in this process only)."""
     base_hw, base_target = profiles.RTX_PRO_6000_PCIE, profiles.KIMI_K25
     base_drafter = profiles.EAGLE3_37K_TTT5
-    hardware = replace(base_hw, name=name, untuned_nccl_factor=1.0, **constants["hardware"])
+    hardware = replace(
+        base_hw, name=name, untuned_nccl_factor=1.0, **_tuples(constants["hardware"])
+    )
     target = replace(base_target, name=name, **constants["target"])
-    drafter = replace(base_drafter, name=name, **constants["drafter"])
+    drafter = replace(base_drafter, name=name, **_tuples(constants["drafter"]))
     profiles.HARDWARE[name] = hardware
     profiles.TARGETS[name] = target
     profiles.DRAFTERS[name] = drafter
     return Setup(name, name, name, name)
 
 
-def family(n: int, seed: int = 0) -> list[tuple[Setup, dict]]:
+def family(n: int, seed: int = 0, shapes: bool = False) -> list[tuple[Setup, dict]]:
     """`n` members drawn from `seed`, registered; the same (n, seed) gives the same members, and
-    the first k of a larger family are the family of k."""
-    rng = random.Random(seed)
+    the first k of a larger family are the family of k. `shapes`: the second part, each member
+    the plain one of its index with shapes drawn on top (named "shaped<i>-<hash>")."""
+    rng, shape_rng = random.Random(seed), random.Random(f"shapes:{seed}")
     members = []
     for index in range(n):
         constants = draw(rng)
-        members.append((register(member_name(index, constants), constants), constants))
+        if shapes:
+            extra = draw_shapes(shape_rng, constants["drafter"]["depth_decay"])
+            for group, values in extra.items():
+                constants[group] = {**constants[group], **values}
+        name = member_name(index, constants, "shaped" if shapes else "family")
+        members.append((register(name, constants), constants))
     return members
 
 
-def describe_ranges() -> dict:
+def describe_ranges(shapes: bool = False) -> dict:
     """The ranges as the JSON records them."""
-    return {
+    return ({"shapes": SHAPE_RANGES, "shape_depths": SHAPE_DEPTHS} if shapes else {}) | {
         "hardware": {**HARDWARE_RANGES, "gpu_memory_mib": GPU_MEMORY_MIB},
         "target": TARGET_RANGES,
         "drafter": DRAFTER_RANGES,

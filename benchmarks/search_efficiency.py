@@ -10,7 +10,9 @@ labelled row (`random-unshared`) is the earlier benchmark's random arm, given no
 
 Landscapes: `--profiles` the simulator's named boxes (8x RTX PRO 6000 PCIe and 8x H200 with
 Kimi-K2.5, 1x H100 with Llama-3.1-8B), `--family [N]` N drawn deployments nobody tuned
-(`_search_family`: the ranges and their sources); objectives `single` (single-stream tok/s) and
+(`_search_family`: the ranges and their sources), `--family-shapes [N]` the family's second part
+(the same members with acceptance and cost shapes a model-based search does not assume, reported
+as its own set, "family-shapes"); objectives `single` (single-stream tok/s) and
 `multi` (weighted output throughput over concurrency 1, 8, 32, 64); `datagen` on request.
 GPU-hours = (start-up + benchmark time) x the setup's GPUs, summed over launches; a duplicate or
 predicted OOM costs nothing. Reached = a launched, completed trial whose true (noise-free) value
@@ -18,7 +20,8 @@ is within 2% of the optimum over the whole space; a search that never gets there
 budget is censored (`_search_stats`). Medians over seeds with bootstrap 95% intervals. SIMULATED:
 it compares search strategies on one model of the hardware, not the hardware.
 
-    python benchmarks/search_efficiency.py [--profiles [LIST]] [--family [N]] [--seeds 50]
+    python benchmarks/search_efficiency.py [--profiles [LIST]] [--family [N]]
+        [--family-shapes [N]] [--seeds 50]
         [--objectives single,multi] [--arms LIST] [--drift 0.02] [--jobs 2] [--quick]
         [--json PATH]
 """
@@ -155,6 +158,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", nargs="?", const=",".join(SETUPS), default=None)
     parser.add_argument("--family", nargs="?", type=int, const=30, default=0)
+    parser.add_argument("--family-shapes", nargs="?", type=int, const=30, default=0)
     parser.add_argument("--family-seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--gp-seeds", type=int, default=None, help="seeds GPSampler gets")
@@ -168,10 +172,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5 seeds, 8 family members")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/out/search_efficiency.json")
     args = parser.parse_args()
-    if args.profiles is None and not args.family:
+    if args.profiles is None and not args.family and not args.family_shapes:
         args.profiles = ",".join(SETUPS)
     if args.quick:
         args.seeds, args.family = min(args.seeds, 5), min(args.family, 8)
+        args.family_shapes = min(args.family_shapes, 8)
     args.gp_seeds = min(args.gp_seeds if args.gp_seeds is not None else args.seeds, args.seeds)
     _ARGS = args
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -202,17 +207,23 @@ def main() -> None:
                 labels.append(f"{name} {kind}")
                 prepare(labels[-1], SETUPS[name], kind, base)
         sets.append(("profiles", labels))
-    if args.family:
+    for name, n, shapes in (
+        ("family", args.family, False),
+        ("family-shapes", args.family_shapes, True),
+    ):
+        if not n:
+            continue
         labels = []
-        for setup, _constants in _search_family.family(args.family, args.family_seed):
+        members = _search_family.family(n, args.family_seed, shapes)
+        for setup, _constants in members:
             for kind in args.family_objectives.split(","):
                 labels.append(f"{setup.name} {kind}")
                 prepare(labels[-1], setup, kind, base)
-        sets.append(("family", labels))
-        report["family"] = {
+        sets.append((name, labels))
+        report[name.replace("-", "_")] = {
             "seed": args.family_seed,
-            "ranges": _search_family.describe_ranges(),
-            "members": {s.name: c for s, c in _search_family.family(args.family, args.family_seed)},
+            "ranges": _search_family.describe_ranges(shapes),
+            "members": {s.name: c for s, c in members},
         }
     report["prepare_s"] = round(time.monotonic() - started, 1)
     _search_report.print_arms(arms)

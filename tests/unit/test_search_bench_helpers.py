@@ -3,6 +3,7 @@ intervals, the effective grid, and the drawn family of landscapes."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -83,6 +84,39 @@ def test_the_family_is_seeded_within_its_ranges_and_registered(monkeypatch):
         )
         assert profiles.DRAFTERS[setup.drafter].first_accept == constants["drafter"]["first_accept"]
     assert _search_family.draw(random.Random(1)) != _search_family.draw(random.Random(2))
+
+
+def test_the_shaped_family_is_seeded_and_its_members_are_the_plain_ones_with_shapes(monkeypatch):
+    for table in ("HARDWARE", "TARGETS", "DRAFTERS"):
+        monkeypatch.setattr(profiles, table, dict(getattr(profiles, table)))
+    plain = _search_family.family(6, seed=3)
+    shaped = _search_family.family(6, seed=3, shapes=True)
+    assert [s.name for s, _ in shaped] == [s.name for s, _ in _search_family.family(6, 3, True)]
+    assert [s.name for s, _ in _search_family.family(2, 3, True)] == [s.name for s, _ in shaped[:2]]
+    assert not {s.name for s, _ in shaped} & {s.name for s, _ in plain}
+    assert all(s.name.startswith("shaped") for s, _ in shaped)
+    ranges = _search_family.SHAPE_RANGES
+    for (_, base), (setup, constants) in zip(plain, shaped, strict=True):
+        for group in ("hardware", "target", "drafter"):  # the plain constants, shapes on top
+            assert {k: constants[group][k] for k in base[group]} == base[group]
+        drafter = profiles.DRAFTERS[setup.drafter]
+        shape = drafter.depth_shape
+        assert len(shape) == _search_family.SHAPE_DEPTHS and shape[0] == 1.0
+        ratios = [b / a for a, b in itertools.pairwise(shape)]
+        assert max(ratios) - min(ratios) > 1e-3  # not geometric
+        assert min(ratios) >= 0.5 * 0.85 * 0.8 - 1e-3 and max(ratios) <= 1.12 + 1e-3
+        assert len(set(drafter.sibling_residuals)) > 1
+        for key in ("depth_fade", "sibling_rank_power"):
+            assert ranges[key][0] <= getattr(drafter, key) <= ranges[key][1]
+        hw = profiles.HARDWARE[setup.hardware]
+        assert hw.verify_bucket_tokens[0] in ranges["verify_bucket_first"]
+        assert isinstance(hw.verify_bucket_tokens, tuple) and isinstance(shape, tuple)
+        for key in ("verify_bucket_ms", "verify_token_exponent", "draft_candidate_us"):
+            assert ranges[key][0] <= getattr(hw, key) <= ranges[key][1]
+    # the name carries a hash of every constant, shapes included: one shape changed, a new name
+    _, constants = shaped[0]
+    moved = {**constants, "drafter": {**constants["drafter"], "depth_fade": 0.123}}
+    assert _search_family.member_name(0, moved, "shaped") != shaped[0][0].name
 
 
 def test_the_best_other_arm_is_one_run_on_every_seed():

@@ -36,6 +36,9 @@ depth n_k allocated greedily from the budget D - 1 (at most topk at depth 1, top
 
 f is a per-prompt factor (easy math/code vs hard text) times the sampling factor
 s(T) = 1 - SAMPLED_ACCEPT_DROP * T: sampled requests accept fewer drafts than greedy ones.
+The profiles' shape fields (`shapes`: per-depth multipliers in place of the decay, a faster
+fade for deeper drafts, per-depth or rank-falling sibling residuals, verify-cost buckets and
+growth, per-candidate tree bookkeeping) change these forms; their defaults leave them as above.
 `--speculative-algorithm EAGLE` with an EAGLE-3 drafter gets a_k = 0: the drafter is bypassed and
 every draft is rejected (seed row 13).
 
@@ -55,6 +58,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
+from harness.sim.model import shapes
 from harness.sim.model.profiles import (
     MIB,
     SAMPLED_ACCEPT_DROP,
@@ -206,7 +210,12 @@ class PerfModel:
             self.target_forward_s(batch, s.draft_tokens, context)
             + s.steps * self._draft_forward_s(batch * s.topk)
             + self._draft_forward_s(batch * s.draft_tokens)
-            + (host + self.hw.verify_token_us * 1e-3 * (s.draft_tokens - 1)) * 1e-3
+            + (
+                host
+                + shapes.verify_ms(self.hw, s.draft_tokens)
+                + shapes.candidate_ms(self.hw, s.steps, s.topk)
+            )
+            * 1e-3
         )
 
     def prefill_s(self, tokens: int) -> float:
@@ -234,7 +243,7 @@ class PerfModel:
             levels[best] += 1
         return levels
 
-    def _accept_probs(self, levels: list[int], scale: float) -> list[float]:
+    def _accept_probs(self, levels: list[int], scale: float, position: int = 0) -> list[float]:
         s = self.spec
         assert s is not None
         d = s.drafter
@@ -244,13 +253,15 @@ class PerfModel:
         for k, nodes in enumerate(levels):
             if nodes == 0:
                 break
-            a = min(0.98, d.first_accept * d.depth_decay**k * scale)
-            probs.append(1 - (1 - a) * d.sibling_residual ** (nodes - 1))
+            a = d.first_accept * shapes.depth_factor(d, k) * scale
+            if d.depth_fade:
+                a *= shapes.depth_fade(d, k, position)
+            probs.append(1 - (1 - min(0.98, a)) * shapes.miss_factor(d, k, nodes))
         return probs
 
-    def _tau(self, levels: list[int], scale: float) -> float:
+    def _tau(self, levels: list[int], scale: float, position: int = 0) -> float:
         tau, reach = 1.0, 1.0
-        for q in self._accept_probs(levels, scale):
+        for q in self._accept_probs(levels, scale, position):
             reach *= q
             tau += reach
         return tau
@@ -264,13 +275,13 @@ class PerfModel:
     def expected_accept_len(self, position: int = 0, prompt_factor: float = 1.0) -> float:
         if self.spec is None:
             return 1.0
-        return self._tau(self.levels, self._scale(position, prompt_factor))
+        return self._tau(self.levels, self._scale(position, prompt_factor), position)
 
     def accept_at_least(self, position: int = 0, prompt_factor: float = 1.0) -> list[float]:
         """P(>=k), k = 1 .. the tree's depth: the chance one iteration yields at least k + 1
         tokens (1 + their sum is `expected_accept_len`); what the harness measures per step."""
         reach, at_least = 1.0, []
-        for q in self._accept_probs(self.levels, self._scale(position, prompt_factor)):
+        for q in self._accept_probs(self.levels, self._scale(position, prompt_factor), position):
             reach *= q
             at_least.append(reach)
         return at_least
@@ -280,7 +291,7 @@ class PerfModel:
         if self.spec is None:
             return 1
         tokens = 1
-        for q in self._accept_probs(self.levels, self._scale(position, prompt_factor)):
+        for q in self._accept_probs(self.levels, self._scale(position, prompt_factor), position):
             if rng.random() >= q:
                 break
             tokens += 1

@@ -48,6 +48,15 @@ class HardwareProfile:
     # A residual: the time per target forward that the terms above do not explain, fitted so the
     # model meets a measured step. Named as one so nobody reads it as kernel time.
     step_residual_ms: float = 0.0
+    # Cost shapes for the search family's "shapes" part (harness.sim.model.shapes): not calibrated,
+    # off by default (every named profile leaves them so). Each threshold in verify_bucket_tokens
+    # the draft tokens exceed adds verify_bucket_ms per iteration; verify_token_exponent > 1 makes
+    # the per-token verify cost grow with the draft tokens; draft_candidate_us is paid per
+    # candidate node the draft tree scores (1 + topk + (steps-1) * topk**2 per iteration).
+    verify_bucket_ms: float = 0.0
+    verify_bucket_tokens: tuple[int, ...] = (8, 16)
+    verify_token_exponent: float = 1.0
+    draft_candidate_us: float = 0.0
 
 
 # 8x RTX PRO 6000 Blackwell (96 GB GDDR7, PCIe Gen5, no NVLink): the seeds' box.
@@ -237,6 +246,14 @@ class DrafterProfile:
     a_k = first_accept * depth_decay**(k-1) is the chance that the top-1 draft at depth k is
     right given the path so far; each extra sibling catches (1 - sibling_residual) of what is
     left; long outputs lower every a_k by 1 / (1 + position / long_context_tokens).
+
+    The last four fields are acceptance shapes for the search family's "shapes" part
+    (harness.sim.model.shapes), not calibrated; their defaults turn them off and every named
+    drafter leaves them so: depth_shape (per-depth multipliers on first_accept in place of the
+    geometric decay; empty: geometric), depth_fade (deeper drafts fade faster over the output;
+    0: one fade for every depth), sibling_residuals (a sibling residual per depth; empty: the
+    shared sibling_residual) and sibling_rank_power (later siblings catch less; 0: each catches
+    the same share).
     """
 
     name: str
@@ -247,6 +264,10 @@ class DrafterProfile:
     long_context_tokens: float
     weights_mib_per_gpu: float
     kv_bytes_per_token: int  # per TP rank
+    depth_shape: tuple[float, ...] = ()
+    depth_fade: float = 0.0
+    sibling_residuals: tuple[float, ...] = ()
+    sibling_rank_power: float = 0.0
 
 
 # calibrated: the seeds' memory table (116,171 tokens at 0.85, 159,277 at 0.88) puts the whole KV
