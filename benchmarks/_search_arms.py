@@ -5,8 +5,10 @@ What every arm is given, unless its row says otherwise (SHARED):
   derived at topk 1, held to the tree's capacity above);
 - the memory policy the sweeper applies (`search.memory=auto`, `sweep.study.memory`): at a
   single-stream objective the fraction is pinned (0.85, moved only where the group's learned OOM
-  boundary says) and HiCache off; over a load profile HiCache is searched and the fraction
-  bisected towards the OOM boundary. The sampler models only what the policy leaves it;
+  boundary says) and HiCache off; over a load profile the same while the KV pool the launches
+  report (`max_total_num_tokens`, `_search_sim`) holds what the highest level keeps in flight
+  (`Landscape.demand`, `sweep.study.capacity`), and once it does not HiCache is searched and the
+  fraction bisected towards the OOM boundary. The sampler models only what the policy leaves it;
 - `SearchDriver`'s verdicts: an effective duplicate (`sweep.study.candidates.candidate_for`: at
   topk 1 every draft-token value is one launch) or a predicted OOM is not launched and costs
   nothing; the sampler is told the earlier result, OOMs as constraint violations;
@@ -15,7 +17,8 @@ What every arm is given, unless its row says otherwise (SHARED):
 - a budget of `--budget` launches; a search that proposes only what it knows 100 times in a
   row has nothing left to launch and stops there. Either way it is censored if not reached.
 Priors (`+priors`): the enqueued 3/1/4 at 0.85, HiCache 0, and under load 1/1/2 too
-(`sweep.study.priors`), measured before the sampler proposes anything.
+(`sweep.study.priors`), measured before the sampler proposes anything; a prior runs below 0.85
+where a launch already ran out of GPU memory there (`sweep.study.memory`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from benchmarks._search_sim import Simulation
 from harness.record.results import Outcome, TrialResult
 from harness.sglang.speculative import forced_draft_tokens
 from harness.spec import EarlyStop
-from sweep.study import memory
+from sweep.study import memory, priors
 from sweep.study.candidates import candidate_for
 from sweep.study.driver import SearchDriver
 from sweep.study.objective import Objective
@@ -176,13 +179,13 @@ def run_arm(
     if arm.sampler == "specsweep":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            sampler = make_sampler(cfg, objective)
+            sampler = make_sampler(cfg, objective, sim.land.demand())
     else:
-        sampler = memory.wrap(_base(arm.sampler, seed), str(search_cfg["memory"]), objective)
+        mode = str(search_cfg["memory"])
+        sampler = memory.wrap(_base(arm.sampler, seed), mode, objective, sim.land.demand())
     study = optuna.create_study(sampler=sampler, directions=objective.directions)
     if arm.priors:
-        for params in first_trials(OmegaConf.create(search_cfg), objective):
-            study.enqueue_trial(params)
+        priors.enqueue(study, OmegaConf.create(search_cfg), objective, skip_if_exists=False)
     asks = None
     if arm.sampler.startswith("grid"):
         order = (

@@ -39,6 +39,7 @@ from harness.sim.cli import build_parser, resolve, sglang_version_of
 from harness.sim.model.profiles import HARDWARE, TARGETS
 from harness.sim.oracle import PROMPT_TOKENS, build_model, evaluate, modelled_steady_state
 from harness.spec import ServerSpec
+from sweep.study.capacity import Demand
 from sweep.study.space import DRAFT, STEPS, TOPK
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -235,6 +236,15 @@ class Landscape:
     kind: str  # "single" or "multi"
     oracle: Oracle
     weights: tuple[float, ...] = ()
+
+    def demand(self) -> Demand:
+        """What one request holds in the KV pool, as the sweep estimates it from its benchmark
+        (`sweep.study.capacity`): the prompt as `level` bounds it, the outputs asked for."""
+        if self.kind == "datagen":
+            return Demand(len(DATAGEN_PREFIX) // 4 + PROMPT_TOKENS, DATAGEN_TOKENS)
+        if self.kind == "multi":
+            return Demand(4 * PROMPT_TOKENS, MULTI_TOKENS)
+        return Demand(PROMPT_TOKENS, MAX_TOKENS)
 
     def server(self, values: dict) -> ServerSpec:
         setup = self.oracle.setup

@@ -67,7 +67,7 @@ class Simulation:
 
     def launch(self, values: dict, early_stop: EarlyStop | None = None) -> TrialResult:
         tokens = {"single": MAX_TOKENS, "multi": MULTI_TOKENS}.get(self.land.kind, DATAGEN_TOKENS)
-        outcome, kind, tok_s, startup, _ = self.land.oracle.point(values, tokens)
+        outcome, kind, tok_s, startup, pool = self.land.oracle.point(values, tokens)
         self.starts += 1
         self._drift = Drift(self.drift_sigma, self.rng.randrange(2**31))
         result = TrialResult("t", "trial", Outcome.OK, "sim", True, 1.0, dict(values))
@@ -76,6 +76,9 @@ class Simulation:
             result.outcome, result.oom_kind, result.wall_s = Outcome.OOM, kind, startup
             self.gpu_hours += gpu_hours(result, self.gpus)
             return result
+        # The KV pool as the harness records what the server reports (effective.*), which the
+        # memory policy reads (sweep.study.capacity).
+        result.effective = {"max_total_num_tokens": pool}
         if self.land.kind == "single":
             seconds = self._single(result, tok_s, early_stop)
         elif self.land.kind == "datagen":

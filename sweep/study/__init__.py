@@ -3,6 +3,7 @@
 plan         SweepPlan: the typed settings the sweeper settled before anything started
 space        the search space from conf/search/, with SGLang's draft-token rules
 memory       the memory knobs chosen from what they can change (a sampler around the study's)
+capacity     whether the KV pool the servers report binds at the objective's highest level
 feasibility  where mem_fraction_static runs out, learned from the study's trials
 priors       the configurations measured before the sampler proposes anything
 candidates   a trial as SGLang will run it; the rule that predicts an OOM

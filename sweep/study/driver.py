@@ -115,6 +115,10 @@ class SearchDriver:
             "outcome": str(result.outcome),
             "gpu_hours": gpu_hours(result, self.gpus_per_trial),
         }
+        # What the server says it runs (its KV pool, its running cap): the memory policy reads
+        # the pool back from here (sweep.study.capacity), in the sweep and the benchmark alike.
+        if result.effective:
+            attrs["effective"] = result.effective
         if candidate is not None:
             attrs["candidate"] = asdict(candidate)
             attrs["candidate_key"] = candidate.key

@@ -4,20 +4,37 @@
 KV pool (how many requests fit at once) and decides whether the server starts at all, HiCache adds
 a host tier for evicted prefixes (a small tax on every step). Neither changes acceptance or the
 cost of a decode step at a given batch. So spending the sampler's trials on them only pays where
-capacity can move the objective, at concurrency above 1. `search.memory`:
+capacity can move the objective: where the KV pool binds at the highest level the objective
+reads. `search.memory`:
 
-- `pin` (what `auto` picks when the objective reads only concurrency 1): the fraction is held at
-  a known-feasible value, the one the study's first started trial ran with (else the first trial's,
-  else the lower quarter of the range), moved only where the group's learned boundary
-  (`sweep.study.feasibility`) says it would not start; HiCache is held at its smallest choice
-  (off). The sampler's budget all goes to the speculative parameters.
-- `ceiling` (what `auto` picks when any objective level is above 1): HiCache is sampled like any
-  other parameter; the fraction is proposed near the trial's group's OOM boundary, bisecting
-  between its largest start and its smallest GPU OOM (a group without evidence of its own starts
-  from the other groups'), and, once the bracket is closed on an OOM that only another group's
-  evidence gives, that fraction is proposed once to check it (`recheck`).
+- `auto` (the default): `pin` when the objective reads only concurrency 1; over a load profile,
+  decided per study from the servers that started (`sweep.study.capacity`): `pin` while none has
+  started (the reference is what starts first) and while every started server's reported KV pool
+  (`max_total_num_tokens`) holds, with a margin, what the highest level keeps in flight; `ceiling`
+  from the first one whose pool does not (there a larger pool admits more requests at once). A
+  measured reason: on the PCIe box the pool holds 116k tokens at 0.85 against ~40k with 48
+  running, and bisecting the fraction there took 15.58 GPU-hours where the pinned search took
+  6.05 (search_efficiency, multi-level). Without the benchmark's lengths (`demand`) the pool
+  cannot be judged, and auto is `ceiling` over a load profile, as before.
+- `pin`: the fraction is held at a known-feasible value, the one the study's first started trial
+  ran with (else the enqueued prior's, else the first trial's, else the lower quarter of the
+  range), moved only where the group's learned boundary (`sweep.study.feasibility`) says it would
+  not start; HiCache is held at its smallest choice (off). The sampler's budget all goes to the
+  speculative parameters.
+- `ceiling`: HiCache is sampled like any other parameter; the fraction is proposed near the
+  trial's group's OOM boundary, bisecting between its largest start and its smallest GPU OOM (a
+  group without evidence of its own starts from the other groups'), and, once the bracket is
+  closed on an OOM that only another group's evidence gives, that fraction is proposed once to
+  check it (`recheck`).
 - `sample`: the study's sampler samples them like every other parameter (the behaviour before
   this module).
+
+While no trial has started, the reference is moved below every GPU OOM the study has seen,
+bisecting the grid between the KV-pool floor and the smallest OOM: on a card where the configured
+fraction does not start, the next launch goes halfway down rather than one step, and the priors
+(`sweep.study.priors`, which enqueue their fraction as the PRIOR_FRACTION user attribute, not as
+a fixed parameter the sampler never sees) are not spent at a fraction known to fail: a prior
+runs at its fraction unless a GPU OOM at or below it is known, else at the reference.
 
 The wrapped sampler never models the fraction (it is left out of its relative search space, as
 Optuna's PartialFixedSampler leaves out fixed parameters): what it sees of a trial is the
@@ -37,10 +54,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.labels import DRAFT, STEPS, TOPK
 from sweep.config.fraction import FRACTION
+from sweep.study import capacity
 from sweep.study.candidates import Candidate
-from sweep.study.feasibility import STARTED, Feasibility, group_of
+from sweep.study.capacity import Demand
+from sweep.study.feasibility import STARTED, Boundary, Feasibility, group_of
 
 HICACHE = "hicache_size"
+PRIOR_FRACTION = f"prior.{FRACTION}"  # an enqueued prior's fraction, as a user attribute
 MODES = ("auto", "pin", "ceiling", "sample")
 _LEVEL = re.compile(r"_c(\d+)$")
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -60,11 +80,13 @@ def objective_levels(objective) -> set[int]:
 
 
 def resolve_mode(mode: str, objective) -> str:
+    """`pin`, `ceiling` or `sample` as asked; `auto` is `pin` at concurrency 1 and stays `auto`
+    (decided per study by the reported KV pool, `MemorySampler.policy`) over a load profile."""
     if mode not in MODES:
         raise ValueError(f"search.memory={mode!r}: use one of {', '.join(MODES)}")
     if mode != "auto":
         return mode
-    return "ceiling" if max(objective_levels(objective)) > 1 else "pin"
+    return "auto" if max(objective_levels(objective)) > 1 else "pin"
 
 
 def _grid(dist: BaseDistribution) -> list[float]:
@@ -78,17 +100,33 @@ def _grid(dist: BaseDistribution) -> list[float]:
 
 
 class MemorySampler(BaseSampler):
-    def __init__(self, base: BaseSampler, mode: str):
-        assert mode in ("pin", "ceiling")
-        self.base, self.mode = base, mode
-        self.managed = {FRACTION, HICACHE} if mode == "pin" else {FRACTION}
+    """`mode`: `pin`, `ceiling`, or `auto` (each trial gets `policy(study)`: `ceiling` once the
+    KV pool binds at `level` for `demand`, else `pin`)."""
+
+    def __init__(self, base: BaseSampler, mode: str, level: int = 1, demand: Demand | None = None):
+        assert mode in ("pin", "ceiling", "auto")
+        self.base, self.mode, self.level, self.demand = base, mode, level, demand
+
+    def policy(self, study: Study) -> str:
+        """`pin` or `ceiling` for the study's next trial, read from its trials (so a resumed
+        study, or another worker, decides the same)."""
+        if self.mode != "auto":
+            return self.mode
+        if self.demand is None:
+            return "ceiling"  # the pool cannot be judged: auto's rule before it could
+        trials = study.get_trials(deepcopy=False)
+        return "ceiling" if capacity.binds(trials, self.level, self.demand) else "pin"
+
+    def _managed(self, study: Study) -> set[str]:
+        return {FRACTION, HICACHE} if self.policy(study) == "pin" else {FRACTION}
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial):
         space = self.base.infer_relative_search_space(study, trial)
-        return {k: v for k, v in space.items() if k not in self.managed}
+        managed = self._managed(study)
+        return {k: v for k, v in space.items() if k not in managed}
 
     def sample_relative(self, study: Study, trial: FrozenTrial, search_space) -> dict[str, Any]:
         return self.base.sample_relative(study, trial, search_space)
@@ -96,13 +134,14 @@ class MemorySampler(BaseSampler):
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution
     ) -> Any:
-        if param_name not in self.managed:
+        policy = self.policy(study)
+        if param_name not in (FRACTION, HICACHE) or (param_name == HICACHE and policy != "pin"):
             return self.base.sample_independent(study, trial, param_name, param_distribution)
         if param_name == HICACHE:
             choices = list(param_distribution.choices)  # type: ignore[attr-defined]
             numeric = [c for c in choices if isinstance(c, int | float)]
             return min(numeric) if numeric else choices[0]
-        value = self.fraction(study, trial, _grid(param_distribution))
+        value = self.fraction(study, trial, _grid(param_distribution), policy)
         if isinstance(param_distribution, CategoricalDistribution):
             return min(param_distribution.choices, key=lambda c: abs(float(c) - value))
         return value
@@ -114,25 +153,29 @@ class MemorySampler(BaseSampler):
         self.base.after_trial(study, trial, state, values)
 
     # -- the fraction ------------------------------------------------------------------------------
-    def fraction(self, study: Study, trial: FrozenTrial, grid: list[float]) -> float:
+    def fraction(
+        self, study: Study, trial: FrozenTrial, grid: list[float], policy: str | None = None
+    ) -> float:
+        policy = policy or self.policy(study)
         trials = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
-        reference = _reference(trials, grid)
+        feasibility = Feasibility([t for t in trials if t.state in _FINISHED])
+        reference = _reference(trials, trial, grid)
+        if not any(t.user_attrs.get("outcome") in STARTED for t in trials):
+            reference = _under_every_oom(reference, feasibility, grid)
+        prior = trial.user_attrs.get(PRIOR_FRACTION)
+        if prior is not None and policy != "pin" and not _known_to_fail(prior, feasibility):
+            reference = _snap(float(prior), grid)  # a prior runs where it was configured to
         probe = _probe(trials, trial)
         if probe is None:
             return reference
-        feasibility = Feasibility([t for t in trials if t.state in _FINISHED])
         b = feasibility.boundary(probe)
         allowed = [
             v for v in grid if (b.ooms is None or v < b.ooms) and (b.floor is None or v > b.floor)
         ]
         if not allowed:
             return reference  # everything predicted to fail: the verdict decides
-        if self.mode == "pin":
-            if reference in allowed:
-                return reference
-            if b.fits in allowed:
-                return b.fits  # type: ignore[return-value]
-            return min(allowed, key=lambda v: abs(v - reference))
+        if policy == "pin" or prior is not None:
+            return _held(reference, b, allowed)
         low = b.fits if b.fits is not None else reference
         above = [v for v in allowed if v > low]
         if above:
@@ -142,17 +185,57 @@ class MemorySampler(BaseSampler):
         return low if low in allowed else max(allowed)
 
 
-def _reference(trials: list[FrozenTrial], grid: list[float]) -> float:
-    """The fraction of the study's first started trial, else its first trial's, else the lower
-    quarter of the range (snapped to the grid)."""
+def _held(reference: float, b: Boundary, allowed: list[float]) -> float:
+    """The reference where its group starts there; else the group's largest known start, else
+    the allowed fraction nearest below it."""
+    if reference in allowed:
+        return reference
+    if b.fits in allowed:
+        return b.fits  # type: ignore[return-value]
+    return min(allowed, key=lambda v: abs(v - reference))
+
+
+def _reference(trials: list[FrozenTrial], trial: FrozenTrial, grid: list[float]) -> float:
+    """The fraction of the study's first started trial; else the enqueued prior's (this trial's
+    own, else the study's first); else its first trial's; else the lower quarter of the range
+    (snapped to the grid)."""
     ordered = sorted(trials, key=lambda t: t.number)
     for t in ordered:
         if t.user_attrs.get("outcome") in STARTED and FRACTION in t.params:
             return _snap(float(t.params[FRACTION]), grid)
+    for t in (trial, *ordered):
+        if t.user_attrs.get(PRIOR_FRACTION) is not None:
+            return _snap(float(t.user_attrs[PRIOR_FRACTION]), grid)
     for t in ordered:
         if FRACTION in t.params:
             return _snap(float(t.params[FRACTION]), grid)
     return grid[len(grid) // 4]
+
+
+def _known_to_fail(fraction: float, feasibility: Feasibility) -> bool:
+    """Did any group run out of GPU memory at or below `fraction`?"""
+    return any(
+        p.oom_kind == "gpu" and p.candidate.mem_fraction_static <= fraction + 1e-9
+        for p in feasibility.points
+        if p.candidate.mem_fraction_static is not None
+    )
+
+
+def _under_every_oom(reference: float, feasibility: Feasibility, grid: list[float]) -> float:
+    """With no start known yet: the reference, or, where any group ran out of GPU memory at or
+    below it, the middle of the grid between the KV-pool floor and the smallest such OOM (so a
+    card where the configured fraction does not start is bisected down, not stepped)."""
+    fractions = [
+        (p.candidate.mem_fraction_static, p.oom_kind)
+        for p in feasibility.points
+        if p.candidate.mem_fraction_static is not None
+    ]
+    ooms = [m for m, kind in fractions if kind == "gpu"]
+    if not ooms or reference < min(ooms) - 1e-9:
+        return reference
+    floor = max((m for m, kind in fractions if kind == "kv_pool"), default=None)
+    below = [v for v in grid if v < min(ooms) - 1e-9 and (floor is None or v > floor + 1e-9)]
+    return below[len(below) // 2] if below else reference
 
 
 def _snap(value: float, grid: list[float]) -> float:
@@ -180,10 +263,21 @@ def _probe(trials: list[FrozenTrial], trial: FrozenTrial) -> Candidate | None:
     )
 
 
-def wrap(base: BaseSampler, mode: str, objective) -> BaseSampler:
-    """`base` with the memory knobs chosen as `search.memory` says."""
+def wrap(base: BaseSampler, mode: str, objective, demand: Demand | None = None) -> BaseSampler:
+    """`base` with the memory knobs chosen as `search.memory` says; `demand`: what one request
+    of the benchmark holds in the KV pool (`capacity.demand_for`), which `auto` judges it by."""
     resolved = resolve_mode(mode, objective)
-    return base if resolved == "sample" else MemorySampler(base, resolved)
+    if resolved == "sample":
+        return base
+    return MemorySampler(base, resolved, max(objective_levels(objective)), demand)
 
 
-__all__ = ["MODES", "MemorySampler", "group_of", "objective_levels", "resolve_mode", "wrap"]
+__all__ = [
+    "MODES",
+    "PRIOR_FRACTION",
+    "MemorySampler",
+    "group_of",
+    "objective_levels",
+    "resolve_mode",
+    "wrap",
+]

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from harness.record.layout import ResultsLayout
 from sweep.readout.console import console
-from sweep.study import memory
+from sweep.study import capacity, memory
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
 from sweep.study.model.sampler import EXPLORE, ModelSampler
@@ -54,12 +54,18 @@ def open_tracker(cfg: DictConfig) -> Tracker:
         raise SystemExit(2) from None
 
 
-def make_sampler(cfg: DictConfig, objective: Objective | None = None):
-    """The configured sampler, with the memory knobs chosen as search.memory says."""
+def make_sampler(
+    cfg: DictConfig, objective: Objective | None = None, demand: capacity.Demand | None = None
+):
+    """The configured sampler, with the memory knobs chosen as search.memory says; `demand`
+    (what a request holds in the KV pool) defaults to the composed benchmark's."""
     base = _base_sampler(cfg, objective)
     if objective is None:
         return base
-    return memory.wrap(base, str(OmegaConf.select(cfg, "search.memory", default="auto")), objective)
+    mode = str(OmegaConf.select(cfg, "search.memory", default="auto"))
+    if demand is None and memory.resolve_mode(mode, objective) == "auto":
+        demand = capacity.demand_for(cfg)
+    return memory.wrap(base, mode, objective, demand)
 
 
 def _base_sampler(cfg: DictConfig, objective: Objective | None) -> optuna.samplers.BaseSampler:

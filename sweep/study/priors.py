@@ -6,13 +6,22 @@ the one-step chain, 1/1/2). Speculation's best depth falls with batch size: SGLa
 defaults (0.5.23 `speculative/adaptive_spec_params.py`) run 1, 3, 5 or 7 steps at batch 1 and
 at most 1 from batch 32, so a study over a load profile measures both ends of the chain first
 and the sampler starts from a bracket instead of from the single-stream end alone.
+
+Where the memory policy chooses the fraction (`search.memory` other than `sample`), a prior's
+`mem_fraction_static` is enqueued as a user attribute (`memory.PRIOR_FRACTION`), not as a fixed
+parameter: Optuna hands a fixed parameter to the trial without asking the sampler, so a prior
+would launch at its configured fraction even after that fraction ran out of GPU memory on this
+box. The memory sampler runs it there unless the study knows it fails (`sweep.study.memory`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sweep.study.memory import objective_levels
+import optuna
+
+from sweep.config.fraction import FRACTION
+from sweep.study.memory import PRIOR_FRACTION, objective_levels, resolve_mode
 
 
 def first_trials(search: Any, objective) -> list[dict[str, Any]]:
@@ -21,3 +30,24 @@ def first_trials(search: Any, objective) -> list[dict[str, Any]]:
     if max(objective_levels(objective)) > 1:
         trials += [dict(p) for p in (search.get("enqueue_under_load") or [])]
     return trials
+
+
+def enqueue(study: optuna.Study, search: Any, objective, skip_if_exists: bool = True) -> None:
+    """Enqueue `first_trials`, the fraction as the memory policy takes it; with `skip_if_exists`
+    a prior already in the study (enqueued with or without its fraction) is not enqueued again."""
+    managed = resolve_mode(str(search.get("memory", "auto")), objective) != "sample"
+    for params in first_trials(search, objective):
+        attrs = {}
+        if managed and FRACTION in params:
+            attrs[PRIOR_FRACTION] = params.pop(FRACTION)
+        if skip_if_exists and _enqueued(study, params):
+            continue
+        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+
+
+def _enqueued(study: optuna.Study, params: dict[str, Any]) -> bool:
+    for trial in study.get_trials(deepcopy=False):
+        fixed = trial.system_attrs.get("fixed_params", trial.params)
+        if all(k in fixed and fixed[k] == v for k, v in params.items()):
+            return True
+    return False

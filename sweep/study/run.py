@@ -33,12 +33,11 @@ from sweep.launch.workers import shares_node
 from sweep.readout.banner import runs_line, software_notice, workload_line
 from sweep.readout.console import console
 from sweep.readout.rerun import rerun_command
-from sweep.study import memory, opening
+from sweep.study import memory, opening, priors
 from sweep.study.baseline import Baseline, needs_uncapped
 from sweep.study.driver import SearchDriver
 from sweep.study.history import study_results
 from sweep.study.plan import SweepPlan
-from sweep.study.priors import first_trials
 from sweep.study.resolve_phase import ResolvePhase
 from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
@@ -58,11 +57,17 @@ _MEASURED = (Outcome.OK, Outcome.OOM, Outcome.PRUNED, Outcome.CRASH, Outcome.TIM
 
 def pinned_line(search, objective, searched: set[str]) -> str | None:
     """The memory knobs search.memory holds still, why, and the override that searches them."""
-    if memory.resolve_mode(str(search.get("memory", "auto")), objective) != "pin":
-        return None
+    mode = memory.resolve_mode(str(search.get("memory", "auto")), objective)
     knobs = [k for k in (FRACTION, memory.HICACHE) if k in searched]
-    if not knobs:
+    if mode not in ("pin", "auto") or not knobs:
         return None
+    if mode == "auto":
+        top = max(memory.objective_levels(objective))
+        return (
+            f"memory knobs: held (as at concurrency 1) while the KV pool the servers report "
+            f"holds what concurrency {top} keeps in flight; searched towards the OOM boundary "
+            "once it does not (search.memory=auto, docs/search.md)"
+        )
     first = next((dict(p) for p in search.get("enqueue") or [] if FRACTION in p), {})
     held = []
     if FRACTION in knobs:
@@ -133,8 +138,7 @@ class StudyRun:
         if self.on_open is not None:
             self.on_open()
         opening.close_orphans(study, driver, tracker)
-        for params in first_trials(cfg.search, self.plan.objective):
-            study.enqueue_trial(params, skip_if_exists=True)
+        priors.enqueue(study, cfg.search, self.plan.objective)
         self._banner(study)
         parent = tracker.start_sweep(
             f"sweep-{stamp()}",

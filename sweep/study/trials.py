@@ -217,7 +217,6 @@ class TrialLoop:
         run_id = session.log(result, self.baseline.tok_s, self.baseline.runs)
         trial.set_user_attr("folder", result.folder)
         trial.set_user_attr("mlflow_run_id", run_id)
-        trial.set_user_attr("effective", result.effective)
         # Told before the claim goes: a waiting worker then finds the result, never neither.
         session.driver.tell(trial, candidate, result, self.baseline.tok_s, source)
         if claimed:
