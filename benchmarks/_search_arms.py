@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import optuna
 from omegaconf import OmegaConf
 
-from benchmarks._search_landscape import Landscape
+from benchmarks._search_landscape import RUNS, Landscape
 from benchmarks._search_sim import Simulation
 from harness.record.results import Outcome, TrialResult
 from harness.sglang.speculative import forced_draft_tokens
@@ -38,6 +38,8 @@ from harness.spec import EarlyStop
 from sweep.study import memory, priors
 from sweep.study.candidates import candidate_for
 from sweep.study.driver import SearchDriver
+from sweep.study.model import stopping
+from sweep.study.model.sampler import EXPLORE, model_sampler
 from sweep.study.objective import Objective
 from sweep.study.opening import make_sampler
 from sweep.study.priors import first_trials
@@ -74,6 +76,15 @@ ARMS = (
         specsweep=True,
     ),
     Arm("specsweep", "specsweep", "the sweeper's sampler, no priors", specsweep=True),
+    Arm(
+        "model+priors",
+        "model",
+        "search.sampler=model (sweep.study.model: per-depth acceptance, a sibling factor, a "
+        "linear step cost; expected improvement per GPU-hour, 10% exploration, its stopping rule)",
+        priors=True,
+        specsweep=True,
+    ),
+    Arm("model", "model", "search.sampler=model, no priors", specsweep=True),
     Arm("random+priors", "random", "RandomSampler", priors=True),
     Arm("random", "random", "RandomSampler"),
     Arm("tpe+priors", "tpe", "TPESampler() as Optuna ships it", priors=True),
@@ -176,7 +187,9 @@ def run_arm(
         return _run_unshared(sim, search_cfg, seed, budget)
     objective = objective_for(sim.land.kind)
     cfg = OmegaConf.create({"search": {**search_cfg, "seed": seed}})
-    if arm.sampler == "specsweep":
+    if arm.sampler in ("specsweep", "model"):
+        if arm.sampler == "model":
+            cfg.search.sampler = {"name": "model", "explore": EXPLORE}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = make_sampler(cfg, objective, sim.land.demand())
@@ -201,10 +214,13 @@ def _loop(study, sim: Simulation, objective: Objective, space, budget: int, asks
     """The sweeper's loop (sweep.study.trials) without Hydra: ask, suggest, verdict, launch with
     the early-stop bound, tell."""
     driver = SearchDriver(study, objective, gpus_per_trial=sim.gpus)
+    model = model_sampler(study.sampler)
     idle = n = 0
     while sim.reached is None and sim.starts < budget and idle < IDLE_LIMIT:
         if asks is not None and n >= asks:
             return
+        if model is not None and stopping.decide(model, study) is not None:
+            return  # the model's stopping rule: nothing left can beat the best measured
         n += 1
         trial = study.ask()
         values = space.suggest(trial)
@@ -215,7 +231,9 @@ def _loop(study, sim: Simulation, objective: Objective, space, budget: int, asks
             below = driver.prune_below()
             level = objective.run_metric()[1] or 1
             stop = EarlyStop(below=below, concurrency=level) if below else None
-            result = sim.launch(values, stop)
+            proposal = model.proposals.get(trial.number) if model is not None else None
+            screen = proposal is not None and proposal.screen
+            result = sim.launch(values, stop, runs=1 if screen else RUNS)
             idle = 0
         else:
             result = TrialResult("t", "trial", Outcome.DUPLICATE, "sim", True, 1.0, dict(values))

@@ -18,6 +18,8 @@ from benchmarks._search_arms import ARMS, BY_NAME
 from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, quantile, ratio
 
 Reached = tuple[int, float] | None  # (launches, GPU-hours) at 2%, None: censored
+# specsweep's arms and whether each is compared with the arms given the priors too
+OURS = (("specsweep+priors", True), ("specsweep", False), ("model+priors", True), ("model", False))
 
 
 def summarize_landscape(label: str, optimum: float, runs: dict[str, list[Reached]]) -> dict:
@@ -58,7 +60,7 @@ def _best_other(by: dict[str, dict], priors: bool) -> str:
 
 def verdict(runs: dict[str, list[Reached]], by: dict[str, dict]) -> dict:
     out = {}
-    for ours, priors in (("specsweep+priors", True), ("specsweep", False)):
+    for ours, priors in OURS:
         if ours not in by:
             continue
         best = _best_other(by, priors)
@@ -84,8 +86,12 @@ def summarize_set(landscapes: list[dict]) -> dict:
             for name, v in per_arm.items()
         },
     }
-    for ours in ("specsweep+priors", "specsweep"):
-        ratios = [land["verdict"][ours]["gpu_hours_ratio"] for land in landscapes]
+    for ours, _ in OURS:
+        ratios = [
+            land["verdict"][ours]["gpu_hours_ratio"]
+            for land in landscapes
+            if ours in land["verdict"]
+        ]
         if ratios:
             out[ours] = {
                 "median": quantile(ratios, 0.5),

@@ -40,6 +40,7 @@ from harness.record.stats import summarize
 from harness.sim.model.drift import DRIFT_SIGMA, Drift
 from harness.spec import EarlyStop
 from sweep.study.budget import gpu_hours
+from sweep.study.model.observations import SCREENED
 
 SAMPLING_CV = 0.03
 DRIFT_STEP_S = 2.0  # the OU process is exact at any step; 2 s resolves its 20 s correlation
@@ -65,7 +66,12 @@ class Simulation:
         mean = sum(self._drift.wander(seconds / steps) for _ in range(steps)) / steps
         return rate / (1.0 + mean) * self.rng.gauss(1.0, SAMPLING_CV)
 
-    def launch(self, values: dict, early_stop: EarlyStop | None = None) -> TrialResult:
+    def launch(
+        self, values: dict, early_stop: EarlyStop | None = None, runs: int = RUNS
+    ) -> TrialResult:
+        """One launch; `runs` below RUNS screens it (search.sampler=model's opening): the runs
+        are measured, the result recorded as stopped early and marked `screened`."""
+        self.runs = runs
         tokens = {"single": MAX_TOKENS, "multi": MULTI_TOKENS}.get(self.land.kind, DATAGEN_TOKENS)
         outcome, kind, tok_s, startup, pool = self.land.oracle.point(values, tokens)
         self.starts += 1
@@ -89,6 +95,9 @@ class Simulation:
             seconds = self._multi(result, values)
         result.wall_s = startup + seconds
         self._acceptance(result, values, tokens)
+        if runs < RUNS and result.outcome is Outcome.OK:
+            result.outcome = Outcome.PRUNED
+            result.warnings.append(SCREENED)
         self.gpu_hours += gpu_hours(result, self.gpus)
         true = self.land.true_value(values)
         ok = result.outcome is Outcome.OK
@@ -134,7 +143,7 @@ class Simulation:
         seconds = WARMUP * request_s
         self._noisy(tok_s, seconds)  # the warm-up: the drift wanders on
         runs: list[RunSummary] = []
-        for run in range(1, RUNS + 1):
+        for run in range(1, self.runs + 1):
             seconds += REQUESTS * request_s
             value = self._noisy(tok_s, REQUESTS * request_s)
             runs.append(RunSummary(run, 1, REQUESTS, 0, 0, value, value, value, 0.1, None, None))
@@ -157,11 +166,12 @@ class Simulation:
         assert rate is not None
         tokens = DATAGEN_TOKENS if self.land.kind == "datagen" else MULTI_TOKENS
         run_s = requests * tokens / rate  # rate: all streams' tok/s
-        stat = summarize([self._noisy(rate, run_s) for _ in range(RUNS)])
+        stat = summarize([self._noisy(rate, run_s) for _ in range(self.runs)])
         result.metrics[f"output_tok_s_c{c}"] = stat.mean
-        result.metrics[f"output_tok_s_c{c}_ci95"] = stat.ci95
-        result.metrics[f"_tokens_c{c}"] = RUNS * requests * tokens
-        return RUNS * run_s
+        if stat.n > 1:
+            result.metrics[f"output_tok_s_c{c}_ci95"] = stat.ci95
+        result.metrics[f"_tokens_c{c}"] = self.runs * requests * tokens
+        return self.runs * run_s
 
     def _multi(self, result: TrialResult, values: dict) -> float:
         """Every level on one server start: at 1 as the single-stream runs (with warm-up), above

@@ -160,6 +160,7 @@ class SamplerConfig:
     n_startup_trials: int = 5  # tpe
     explore: float = 0.1  # model: the share of proposals drawn uniformly
     stop: bool = True  # model: end the sweep once no unmeasured configuration can win
+    screen: bool = True  # model: the opening measured with one run per level, never an answer
 
 
 @dataclass

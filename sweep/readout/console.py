@@ -225,7 +225,9 @@ class ConsoleReporter:
                 line += f", accept len {result.metrics['accept_len']:.2f}"
             if base:
                 line += f", {value / base:.2f}× baseline"
-            if result.outcome is Outcome.PRUNED:
+            if result.outcome is Outcome.PRUNED and "screened" in result.warnings:
+                line += "; screened with one run for the model, never an answer"
+            elif result.outcome is Outcome.PRUNED:
                 line += f"; stopped after {len(result.runs)} runs, it cannot beat the best"
         elif result.error:
             line += f"  {result.error.splitlines()[0]}"
@@ -354,7 +356,7 @@ def summary_table(
         if r.related:
             note = f"as {r.related}" if r.outcome is Outcome.DUPLICATE else f"from {r.related}"
         elif r.outcome is Outcome.PRUNED:
-            note = f"{len(r.runs)} runs"
+            note = "screened" if "screened" in r.warnings else f"{len(r.runs)} runs"
         if notes and r.name in notes and r.role != "baseline":
             note = f"[red]infeasible[/red] {notes[r.name]}"
         elif baseline is None and r is reference:

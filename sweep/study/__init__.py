@@ -6,6 +6,7 @@ memory       the memory knobs chosen from what they can change (a sampler around
 capacity     whether the KV pool the servers report binds at the objective's highest level
 feasibility  where mem_fraction_static runs out, learned from the study's trials
 priors       the configurations measured before the sampler proposes anything
+model        search.sampler=model: the speculative model, its proposals and stopping rule
 candidates   a trial as SGLang will run it; the rule that predicts an OOM
 objective    what the study optimises and the values a result gives it
 budget       what the study has spent in GPU-hours, and when a budget is used up

@@ -33,7 +33,7 @@ from sweep.study.budget import gpu_hours
 from sweep.study.candidates import Candidate
 from sweep.study.feasibility import RECHECK_ATTR, Feasibility
 from sweep.study.model.observations import ATTR as MODEL_ATTR
-from sweep.study.model.observations import observation_attrs
+from sweep.study.model.observations import SCREENED, observation_attrs
 from sweep.study.objective import Objective
 
 KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
@@ -66,6 +66,7 @@ class SearchDriver:
             if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
             and t.user_attrs.get("candidate_key") == candidate.key
             and t.user_attrs.get("outcome") in {*KNOWN, Outcome.DUPLICATE, Outcome.PREDICTED_OOM}
+            and not t.user_attrs.get(SCREENED)  # one run: it may be measured in full
         ]
         if known:
             return Verdict("duplicate", known[0])
@@ -131,6 +132,8 @@ class SearchDriver:
             attrs["related"] = result.related
         if (observed := observation_attrs(result)) is not None:  # what the model fits
             attrs[MODEL_ATTR] = observed
+        if SCREENED in result.warnings:
+            attrs[SCREENED] = True
         failure = crashes.failure_signature(result)
         # Counted before this trial's own attribute is set: is this the failure's repeat?
         repeated = (

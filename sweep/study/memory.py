@@ -117,7 +117,7 @@ class MemorySampler(BaseSampler):
         trials = study.get_trials(deepcopy=False)
         return "ceiling" if capacity.binds(trials, self.level, self.demand) else "pin"
 
-    def _managed(self, study: Study) -> set[str]:
+    def managed(self, study: Study) -> set[str]:
         return {FRACTION, HICACHE} if self.policy(study) == "pin" else {FRACTION}
 
     def reseed_rng(self) -> None:
@@ -125,7 +125,7 @@ class MemorySampler(BaseSampler):
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial):
         space = self.base.infer_relative_search_space(study, trial)
-        managed = self._managed(study)
+        managed = self.managed(study)
         return {k: v for k, v in space.items() if k not in managed}
 
     def sample_relative(self, study: Study, trial: FrozenTrial, search_space) -> dict[str, Any]:

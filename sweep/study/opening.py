@@ -80,6 +80,7 @@ def _base_sampler(cfg: DictConfig, objective: Objective | None) -> optuna.sample
             objective,
             seed=cfg.search.seed,
             explore=float(OmegaConf.select(cfg, "search.sampler.explore", default=EXPLORE)),
+            screen=bool(OmegaConf.select(cfg, "search.sampler.screen", default=True)),
         )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -30,6 +30,8 @@ from sweep.study.budget import MAX_IDLE_PROPOSALS, Budget, spent
 from sweep.study.candidates import Candidate, candidate_for
 from sweep.study.driver import SearchDriver, Verdict
 from sweep.study.history import launches_spent, queued_again
+from sweep.study.model.observations import SCREENED
+from sweep.study.model.watch import Forecast, ModelWatch
 from sweep.study.session import CLAIM_POLL_S, StudySession
 
 MAX_CONSECUTIVE_ERRORS = 3
@@ -61,6 +63,10 @@ class TrialLoop:
         # Server starts this sweep makes: n_trials, less what the study spent before it when
         # n_trials is the study's total (search.n_trials_scope; sweep.study.history).
         self.spent_before, self.target = trials_to_run(session.cfg.search, session.study)
+        # The model beside each measurement, and its stopping rule under search.sampler=model
+        stop = bool(session.cfg.search.sampler.get("stop", True))
+        self.watch = ModelWatch(session.plan.space, session.plan.objective, stop)
+        self.stopped_by_model = False
 
     def run(self) -> None:
         started = time.monotonic()
@@ -95,6 +101,8 @@ class TrialLoop:
                     self._starts >= self.target or budget.idle >= MAX_IDLE_PROPOSALS
                 ):
                     return
+                if self.stopped_by_model or self._model_stops():
+                    return
                 self._next_index += 1
                 self._starts += 1  # until it turns out to launch nothing
                 start, walls = self.spent_before + self._starts, list(self._walls)
@@ -125,6 +133,17 @@ class TrialLoop:
                 )
                 session.stopping.set()
                 raise SystemExit(1)
+
+    def _model_stops(self) -> bool:
+        """search.sampler=model: the stopping rule (sweep.study.model.stopping), said once."""
+        line = self.watch.stop_line(
+            self.session.study, self.budget, max(self.target - self._starts, 0)
+        )
+        if line is None:
+            return False
+        self.stopped_by_model = True
+        console.print(f"[bold]{line}[/bold]", soft_wrap=True)
+        return True
 
     def _side_by_side(self) -> None:
         slots = self.session.plan.slots
@@ -179,6 +198,7 @@ class TrialLoop:
         ]
         candidate: Candidate | None = None
         source = job_cfg = claimed = None
+        forecast: Forecast | None = None
         try:
             job_cfg = session.jobs.compose(overrides)
             spec = build_trial_spec(job_cfg)
@@ -193,7 +213,14 @@ class TrialLoop:
                         f"    re-checking a predicted OOM: only trial_{source.number:04d} "
                         "(another memory group) says this one runs out"
                     )
-                result = session.launch(overrides + self._early_stop_overrides(), name)
+                forecast = self.watch.forecast(session.study, trial, candidate)
+                screen = self.watch.screens(session.study, trial)
+                extra = ["benchmark.runs=1", "benchmark.adaptive=false"] if screen else []
+                result = session.launch(overrides + self._early_stop_overrides() + extra, name)
+                if screen and result.outcome is Outcome.OK:  # one run: never an answer
+                    result.outcome = Outcome.PRUNED
+                    result.warnings.append(SCREENED)
+                    result.write(Path(result.folder))
                 if session.stopping.is_set() and result.outcome is not Outcome.OK:
                     result.outcome, result.error = Outcome.INTERRUPTED, "the sweep was stopped"
                     # the folder too: the harness wrote "crash" for a server the sweep stopped
@@ -222,6 +249,8 @@ class TrialLoop:
         if claimed:
             session.claims.release(claimed)
         session.reporter(name).trial_done(result, self.baseline.result)
+        if (line := self.watch.line(forecast, result)) is not None:
+            console.print(f"    [dim]{line}[/dim]", soft_wrap=True)
         if result.outcome is Outcome.INTERRUPTED:
             storage.queue_again(session.study, trial)  # for the next worker, or this one resumed
             raise KeyboardInterrupt("the sweep was stopped")

@@ -13,8 +13,8 @@ coefficient that size would make a configuration twice the slowest), observation
 their measured 95% intervals plus the form's misfit, estimated from the residuals once there are
 more trials than coefficients. Chains alone fix only c0 and c1 + c2 + c3 (their features move
 together); a tree separates them; until then a tree's cost is as uncertain as the prior says, and
-the search sees it as worth measuring. The work terms cannot make a step faster, so draws keep
-c1..c3 >= 0; a draw below half the fastest measured t is held there (the linear form
+the search sees it as worth measuring. The fixed part and the work terms are times, so draws
+keep c0..c3 >= 0; a draw below half the fastest measured t is held there (the linear form
 extrapolated past zero is not a step time). The draws come from a Gibbs sampler on the truncated
 posterior (rejection fails: chains alone leave it a long thin ridge, mostly outside the bound).
 """
@@ -77,19 +77,20 @@ class CostModel:
 
     def coefficients(self, n: int) -> np.ndarray:
         """n draws of the coefficients from the posterior held to what a step time can be: the
-        work terms (steps, branches, draft tokens) never make a step faster, so c1..c3 >= 0.
+        fixed part and the work terms (steps, branches, draft tokens) are times, so c0..c3 >= 0
+        (the other knobs' offsets may be negative: CUDA graphs on, say, against off).
         A Gibbs sampler on the truncated Gaussian (n chains side by side, GIBBS_SWEEPS sweeps
         from the bound-respecting mean): each coefficient in turn from its conditional given the
         others, a univariate normal cut at 0 for the work terms."""
         precision = np.linalg.inv(self.cov)
         x = np.tile(self.mean, (n, 1))
-        x[:, 1:4] = np.maximum(x[:, 1:4], 0.0)
+        x[:, :4] = np.maximum(x[:, :4], 0.0)
         for _ in range(GIBBS_SWEEPS):
             for i in range(self.p):
                 q = precision[i, i]
                 others = (x - self.mean) @ precision[i] - (x[:, i] - self.mean[i]) * q
                 mean, sd = self.mean[i] - others / q, 1.0 / np.sqrt(q)
-                if 1 <= i <= 3:  # truncated at 0: inverse CDF over the allowed part
+                if i <= 3:  # truncated at 0: inverse CDF over the allowed part
                     lo = ndtr((0.0 - mean) / sd)
                     u = lo + (1 - lo) * self.rng.random(n)
                     x[:, i] = np.maximum(mean + sd * ndtri(np.clip(u, 1e-12, 1 - 1e-12)), 0.0)
@@ -103,4 +104,3 @@ class CostModel:
         if self.misfit:
             t = t * (1 + self.misfit * self.rng.standard_normal(t.shape))
         return np.maximum(t, self.floor)
-

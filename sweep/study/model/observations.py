@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from harness.record.results import Outcome, TrialResult
 
 ATTR = "model_obs"
+SCREENED = "screened"  # the trial attribute (and result warning) of a one-run screening launch
 _TAU = re.compile(r"^accept_len_c\d+$")
 _MEASURED = (Outcome.OK, Outcome.PRUNED)
 
@@ -52,6 +53,7 @@ class Observation:
     startup_s: float | None = None
     bench_s: float | None = None  # the benchmark's share of the launch (None: stopped early)
     gpu_hours: float = 0.0
+    screened: bool = False  # measured with one run (the opening), never an answer
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -120,6 +122,7 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
                 startup_s=data.get("startup_s"),
                 bench_s=data.get("bench_s"),
                 gpu_hours=float(t.user_attrs.get("gpu_hours") or 0.0),
+                screened=bool(t.user_attrs.get(SCREENED)),
             )
         )
     return out

@@ -12,6 +12,7 @@ proposer and the stopping rule read. The Pareto objectives (`tok_s+throughput`,
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +128,7 @@ class Predictor:
             by_drafter.setdefault(drafter, []).append(
                 Measured(o.shape, level.tau, level.at_least, level.steps)
             )
-            rel = (ci / 1.96 / speed) if ci else UNKNOWN_NOISE
+            rel = ci / 1.96 / speed if ci and math.isfinite(ci) else UNKNOWN_NOISE
             x = features(o.shape, o.others, self.indicators)
             points.append(CostPoint(x, level.tau / speed, rel))
         if not points:

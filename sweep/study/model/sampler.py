@@ -2,7 +2,12 @@
 
 Opening (nothing to fit yet): the longest chain the space allows (its per-step histogram gives
 P(>=k) at every depth, so every chain is then predicted), then the one-step chain (a second
-point on the cost line). After that, each proposal is one of:
+point on the cost line), until chains of two depths were tried (enqueued priors count). With
+`screen` (search.sampler.screen, on by default) the opening, priors included, is screened: one
+run per level instead of benchmark.runs (most of a launch is the benchmark, not the start-up),
+recorded as stopped early and marked `screened`, so it is never an answer; the model fits it,
+and a screened configuration stays a candidate to be measured in full. After that, each
+proposal is one of:
 - model: over every valid configuration not yet measured, the expected improvement over the best
   measured value (the mean of max(0, draw - best) over the prediction's draws), divided by the
   launch's predicted GPU-hours (start-up plus a benchmark whose length scales with 1 / speed, from
@@ -34,6 +39,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
+from harness.sglang.speculative import forced_draft_tokens
 from sweep.study.model import observations
 from sweep.study.model.predict import Config, Predictor, Target, configurations, target_for
 from sweep.study.space import DRAFT, STEPS, TOPK, Param, SearchSpace
@@ -50,6 +56,7 @@ class Proposal:
     mean: float | None = None
     low: float | None = None
     high: float | None = None
+    screen: bool = False  # launch with one run per level (observations.SCREENED)
 
 
 def distribution(p: Param) -> BaseDistribution:
@@ -76,7 +83,14 @@ def measured_metric(trials: list[FrozenTrial], metric: str) -> list[tuple[Frozen
 
 
 class ModelSampler(BaseSampler):
-    def __init__(self, space: SearchSpace, objective, seed: int = 0, explore: float = EXPLORE):
+    def __init__(
+        self,
+        space: SearchSpace,
+        objective,
+        seed: int = 0,
+        explore: float = EXPLORE,
+        screen: bool = True,
+    ):
         target = target_for(objective)
         if target is None:
             raise ValueError(
@@ -91,7 +105,7 @@ class ModelSampler(BaseSampler):
         if not 0.0 <= explore <= 1.0:
             raise ValueError(f"search.sampler.explore={explore}: a share, 0 to 1.")
         self.space, self.objective, self.target = space, objective, target
-        self.seed, self.explore = seed, explore
+        self.seed, self.explore, self.screen = seed, explore, screen
         self.independent = RandomSampler(seed=seed)
         self.proposals: dict[int, Proposal] = {}
 
@@ -113,6 +127,13 @@ class ModelSampler(BaseSampler):
         if STEPS not in search_space or TOPK not in search_space:
             return {}
         others = tuple(sorted(n for n in search_space if n not in _SPEC))
+        fixed = trial.system_attrs.get("fixed_params")
+        if fixed and STEPS in fixed and TOPK in fixed:  # enqueued (a prior): its values are set
+            s, k = int(fixed[STEPS]), int(fixed[TOPK])
+            d = forced_draft_tokens(s, k) or int(fixed.get(DRAFT, s + 1))
+            config = Config((s, k, d), tuple((n, fixed.get(n)) for n in others))
+            self.proposals[trial.number] = Proposal(config, "prior", screen=self.screen)
+            return {}
         trials = study.get_trials(deepcopy=False)
         state = self.state(trials, others, trial.number)
         if not state.candidates:
@@ -127,7 +148,7 @@ class ModelSampler(BaseSampler):
     def _choose(self, state: _State, number: int) -> Proposal:
         opening = state.opening()
         if opening is not None:
-            return Proposal(opening, "opening")
+            return Proposal(opening, "opening", screen=self.screen)
         rng = random.Random(self.seed * 1_000_003 + number)
         explore = rng.random() < self.explore
         predictor = state.predictor
@@ -165,7 +186,8 @@ class _State:
         self.sampler, self.trials, self.others = sampler, trials, others
         self.space = sampler.space
         self.observations = observations.read(trials, others)
-        measured = {(o.shape, o.others) for o in self.observations}
+        # measured in full; a screened configuration may be launched once more, in full
+        measured = {(o.shape, o.others) for o in self.observations if not o.screened}
         attempts: dict[tuple, int] = {}
         for t in trials:
             cand = t.user_attrs.get("candidate")
@@ -187,19 +209,29 @@ class _State:
         self.predictor: Predictor | None = None
         if self.observations:
             self.predictor = Predictor(
-                self.observations, sampler.target, self.space, others, seed=sampler.seed + number
+                self.observations,
+                sampler.target,
+                self.space,
+                others,
+                seed=sampler.seed + max(number, 0),
             )
 
     def opening(self) -> Config | None:
-        """The longest chain, then the one-step chain, until each was tried."""
+        """The longest chain, then the one-step chain, until the study has tried chains of two
+        depths (priors count: 3/1/4 and the longest chain, or 3/1/4 and 1/1/2 under load)."""
         depth = int(self.space.params[STEPS].high)
         low = int(self.space.params[STEPS].low)
         first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
-        for steps in (depth, low):
-            if not any(sh[1] == 1 and sh[0] == steps for sh, _ in self.attempted):
-                config = Config((steps, 1, steps + 1), first)
-                if config in self.candidates:
-                    return config
+        chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1}
+        if len(chains) >= 2:
+            return None
+        wanted = [depth] if depth not in chains else []
+        if len(chains | {depth}) < 2:
+            wanted.append(low)
+        for steps in wanted:
+            config = Config((steps, 1, steps + 1), first)
+            if config in self.candidates:
+                return config
         return None
 
     def best_value(self) -> float | None:

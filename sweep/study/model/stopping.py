@@ -42,7 +42,7 @@ def decide(sampler: ModelSampler, study: Study) -> Stop | None:
         sorted(
             n
             for n, p in space.params.items()
-            if n not in _SPEC and p.type == "categorical" and n not in _managed(study.sampler)
+            if n not in _SPEC and p.type == "categorical" and n not in _managed(study)
         )
     )
     trials = study.get_trials(deepcopy=False)
@@ -67,6 +67,7 @@ def decide(sampler: ModelSampler, study: Study) -> Stop | None:
     return Stop(number, lower, len(state.candidates), float(upper.max()))
 
 
-def _managed(sampler) -> set[str]:
+def _managed(study: Study) -> set[str]:
     """The knobs a memory policy wrapped around the model sampler chooses itself."""
-    return set(getattr(sampler, "managed", set()))
+    managed = getattr(study.sampler, "managed", None)
+    return set(managed(study)) if managed is not None else set()

@@ -1,0 +1,135 @@
+"""The model beside the measurements: what it predicted for each trial, and when it ends a sweep.
+
+Every sweep (whatever its sampler) fits the model to the trials measured so far and, before a
+launch, predicts the trial's objective with its 95% band; after the measurement the console
+prints the two side by side (`model predicted 84.1 [80.2, 88.0] tok/s from 3 trials; measured
+83.0, inside`), so a user sees how far the model can be trusted on this box before it steers
+anything. With `search.sampler=model` the line also says why the trial was proposed, and the
+stopping rule (`stopping`) is checked before each launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
+
+from harness.record.results import Outcome, TrialResult
+from sweep.study.candidates import Candidate
+from sweep.study.model import observations, stopping
+from sweep.study.model.predict import Config, Predictor, target_for
+from sweep.study.model.sampler import model_sampler
+from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+
+_SPEC = (STEPS, TOPK, DRAFT)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    mean: float  # the draws' median
+    low: float
+    high: float
+    trials: int  # measured trials the model was fitted to
+    reason: str | None = None  # why the model sampler proposed it (None: another sampler)
+
+
+class ModelWatch:
+    def __init__(self, space: SearchSpace, objective, stop: bool = True):
+        self.space, self.objective, self.stop = space, objective, stop
+        self.target = target_for(objective)
+        self.unit = "output tok/s" if self.target and self.target.speed == "output" else "tok/s"
+        self.usable = self.target is not None and STEPS in space.params and TOPK in space.params
+
+    def others(self, study: Study) -> tuple[str, ...]:
+        managed = getattr(study.sampler, "managed", None)
+        held = set(managed(study)) if managed is not None else set()
+        return tuple(
+            sorted(
+                n
+                for n, p in self.space.params.items()
+                if n not in _SPEC and p.type == "categorical" and n not in held
+            )
+        )
+
+    def forecast(self, study: Study, trial: FrozenTrial, candidate: Candidate) -> Forecast | None:
+        """The model's prediction for the trial about to launch (None: nothing to fit yet)."""
+        if not self.usable or candidate.steps is None or candidate.topk is None:
+            return None
+        assert self.target is not None
+        others = self.others(study)
+        trials = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
+        obs = observations.read(trials, others)
+        if not obs:
+            return None
+        predictor = Predictor(obs, self.target, self.space, others, seed=trial.number)
+        if not predictor.ready:
+            return None
+        shape = (candidate.steps, candidate.topk, candidate.draft_tokens or candidate.steps + 1)
+        config = Config(shape, tuple((n, trial.params.get(n)) for n in others))
+        draws = predictor.samples([config])[:, 0]
+        low, mid, high = np.percentile(draws, [2.5, 50, 97.5])
+        sampler = model_sampler(study.sampler)
+        proposal = sampler.proposals.get(trial.number) if sampler is not None else None
+        reason = proposal.reason if proposal is not None else None
+        return Forecast(float(mid), float(low), float(high), len(predictor.observations), reason)
+
+    def screens(self, study: Study, trial: FrozenTrial) -> bool:
+        """Whether the model sampler proposed this trial as a one-run screening launch."""
+        sampler = model_sampler(study.sampler)
+        proposal = sampler.proposals.get(trial.number) if sampler is not None else None
+        return proposal is not None and proposal.screen
+
+    def line(self, forecast: Forecast | None, result: TrialResult) -> str | None:
+        if forecast is None:
+            return None
+        f = forecast
+        text = (
+            f"model predicted {f.mean:.1f} [{f.low:.1f}, {f.high:.1f}] {self.unit} from "
+            f"{f.trials} trial{'s' if f.trials != 1 else ''}"
+        )
+        if f.reason:
+            text = f"{text} (proposed: {_REASONS.get(f.reason, f.reason)})"
+        metric = self.objective.metrics[0]
+        value = {**result.metrics, **self.objective.derived(result)}.get(metric)
+        if result.outcome in (Outcome.OK, Outcome.PRUNED) and value is not None:
+            inside = "inside" if f.low <= value <= f.high else "outside the band"
+            runs = " (stopped early)" if result.outcome is Outcome.PRUNED else ""
+            text += f"; measured {value:.1f}{runs}, {inside}"
+        return text
+
+    def stop_line(self, study: Study, budget, starts_left: int) -> str | None:
+        """The line that ends the sweep when the model's stopping rule holds, else None."""
+        sampler = model_sampler(study.sampler)
+        if not self.stop or sampler is None:
+            return None
+        decision = stopping.decide(sampler, study)
+        if decision is None:
+            return None
+        trials = study.get_trials(deepcopy=False)
+        if budget.active:
+            saved = budget.remaining(trials) or 0.0
+            what = f"{saved:.2f} GPU-hours of search.budget_gpu_hours={budget.total:g} unspent"
+        else:
+            spent = [
+                float(t.user_attrs["gpu_hours"])
+                for t in trials
+                if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+                and t.user_attrs.get("gpu_hours")
+            ]
+            mean = sum(spent) / len(spent) if spent else 0.0
+            what = (
+                f"{starts_left} of search.n_trials' starts unspent (~{starts_left * mean:.2f} "
+                "GPU-hours at this study's mean launch)"
+            )
+        return f"{decision.line(self.unit)}; the sweep stops here, {what}"
+
+
+_REASONS = {
+    "opening": "opening, a chain the model needs, screened with one run",
+    "prior": "a prior from search.enqueue",
+    "model": "the most expected gain per GPU-hour",
+    "exploration": "exploration, drawn uniformly",
+    "random": "drawn uniformly: the model cannot fit yet",
+}

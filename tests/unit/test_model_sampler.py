@@ -1,0 +1,149 @@
+"""search.sampler=model through the sweeper's own loop (benchmarks/_search_arms' copy of it, on
+the simulator's model of the H100 box): the opening, what it never proposes, the stopping rule,
+the console's line, and the refusals."""
+
+from __future__ import annotations
+
+import random
+
+import optuna
+import pytest
+from omegaconf import OmegaConf
+
+from benchmarks._search_arms import BY_NAME, run_arm
+from benchmarks._search_landscape import SETUPS, Landscape, Oracle
+from benchmarks._search_sim import Simulation
+from harness.errors import ConfigError
+from harness.record.results import Outcome, TrialResult
+from sweep.study.model import stopping
+from sweep.study.model.predict import configurations
+from sweep.study.model.sampler import ModelSampler, model_sampler
+from sweep.study.model.watch import Forecast, ModelWatch
+from sweep.study.objective import Objective
+from sweep.study.space import SearchSpace
+from sweep.sweeper import check_search
+
+BASE = OmegaConf.to_container(OmegaConf.load("conf/search/eagle3_five.yaml"), resolve=True)
+SPACE = SearchSpace.from_config(OmegaConf.create(BASE["space"]))
+
+
+class Recorder(Simulation):
+    """The simulation, remembering what it launched."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.launched: list[dict] = []
+
+    def launch(self, values, early_stop=None, runs=5):
+        self.launched.append(dict(values) | {"runs": runs})
+        return super().launch(values, early_stop, runs)
+
+
+def _search(optimum: float, seed: int = 0, budget: int = 60):
+    land = Landscape("single", Oracle(SETUPS["h100_sxm"]))
+    sim = Recorder(land, optimum, random.Random(seed))
+    cfg = {**BASE, "memory": "auto"}
+    captured = {}
+    original = optuna.create_study
+
+    def create_study(**kwargs):
+        captured["study"] = original(**kwargs)
+        return captured["study"]
+
+    optuna.create_study = create_study
+    try:
+        run_arm(BY_NAME["model"], sim, cfg, seed, budget, [])
+    finally:
+        optuna.create_study = original
+    return sim, captured["study"]
+
+
+@pytest.fixture(scope="module")
+def unreachable():
+    """A search whose target nobody reaches: it runs until the model's stopping rule ends it."""
+    return _search(optimum=1e9)
+
+
+def test_the_opening_is_the_longest_chain_then_the_one_step_chain(unreachable):
+    sim, _ = unreachable
+    first = [(v["speculative_num_steps"], v["speculative_eagle_topk"]) for v in sim.launched[:2]]
+    assert first == [(5, 1), (1, 1)]
+
+
+def test_the_opening_is_screened_and_nothing_is_launched_in_full_twice(unreachable):
+    sim, study = unreachable
+    assert [v["runs"] for v in sim.launched[:2]] == [1, 1]
+    screened = [t for t in study.trials if t.user_attrs.get("screened")]
+    assert len(screened) == 2 and all(t.state.name == "PRUNED" for t in screened)
+    full = []
+    for v in sim.launched:
+        s, k = v["speculative_num_steps"], v["speculative_eagle_topk"]
+        shape = (s, k, s + 1 if k == 1 else v["speculative_num_draft_tokens"])
+        if v["runs"] > 1:
+            full.append(shape)
+    assert len(full) == len(set(full)) and full
+
+
+def test_the_stopping_rule_ends_the_search_before_the_space_is_spent(unreachable):
+    sim, study = unreachable
+    decision = stopping.decide(model_sampler(study.sampler), study)
+    assert decision is not None and decision.ruled_out > 0
+    assert sim.starts < 60
+    best = max(
+        t.user_attrs["metric"] - t.user_attrs["metric_ci95"]
+        for t in study.trials
+        if t.user_attrs.get("outcome") == "ok"
+    )
+    assert decision.lower_bound == pytest.approx(best)
+    assert decision.highest_upper < decision.lower_bound
+
+
+def test_the_model_finds_the_h100_optimum_within_a_handful_of_launches():
+    land = Landscape("single", Oracle(SETUPS["h100_sxm"]))
+    optimum = max(
+        v
+        for v in (
+            land.true_value(c.values() | {"mem_fraction_static": 0.85, "hicache_size": 0})
+            for c in configurations(SPACE, ())
+        )
+        if v is not None
+    )
+    reached = [_search(optimum, seed)[0].reached for seed in range(3)]
+    assert all(r is not None and r[0] <= 10 for r in reached)
+
+
+def test_pareto_objectives_and_spaces_without_the_chain_knobs_are_refused():
+    with pytest.raises(ValueError, match="Pareto front"):
+        ModelSampler(SPACE, Objective("tok_s+throughput", 64))
+    memory_only = SearchSpace.from_config(
+        OmegaConf.create({"mem_fraction_static": {"type": "float", "low": 0.8, "high": 0.9}})
+    )
+    with pytest.raises(ValueError, match="speculative_num_steps"):
+        ModelSampler(memory_only, Objective("tok_s", 64))
+    from hydra import compose, initialize_config_dir
+
+    from sweep.launch.app import CONF_DIR
+
+    overrides = [
+        "search.sampler.name=model",
+        "search.objective=tok_s+throughput",
+        "benchmark.concurrency=[1,64]",
+    ]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    with pytest.raises(ConfigError, match=r"search\.sampler\.name=model predicts one value"):
+        check_search(cfg)
+
+
+def test_the_console_puts_the_prediction_beside_the_measurement():
+    watch = ModelWatch(SPACE, Objective("tok_s", 64))
+    result = TrialResult("t", "trial", Outcome.OK, "sim", True, 1.0, {}, metrics={"tok_s": 83.0})
+    line = watch.line(Forecast(84.1, 80.2, 88.0, 3, "model"), result)
+    assert line == (
+        "model predicted 84.1 [80.2, 88.0] tok/s from 3 trials (proposed: the most expected "
+        "gain per GPU-hour); measured 83.0, inside"
+    )
+    result.metrics["tok_s"] = 90.0
+    assert line is not None and watch.line(Forecast(84.1, 80.2, 88.0, 1), result).endswith(
+        "from 1 trial; measured 90.0, outside the band"
+    )
