@@ -161,6 +161,7 @@ class SamplerConfig:
     explore: float = 0.1  # model: the share of proposals drawn uniformly
     stop: bool = True  # model: end the sweep once no unmeasured configuration can win
     screen: bool = True  # model: the opening measured with one run per level, never an answer
+    transfer: bool = True  # model: start from earlier studies with the same drafter and setup
 
 
 @dataclass

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import optuna
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import MachineNotReady
 from harness.record.layout import stamp
@@ -33,10 +33,12 @@ from sweep.launch.workers import shares_node
 from sweep.readout.banner import runs_line, software_notice, workload_line
 from sweep.readout.console import console
 from sweep.readout.rerun import rerun_command
-from sweep.study import memory, opening, priors
+from sweep.study import memory, opening, priors, storage
 from sweep.study.baseline import Baseline, needs_uncapped
 from sweep.study.driver import SearchDriver
 from sweep.study.history import study_results
+from sweep.study.model import transfer
+from sweep.study.model.sampler import model_sampler
 from sweep.study.plan import SweepPlan
 from sweep.study.resolve_phase import ResolvePhase
 from sweep.study.session import StudySession
@@ -140,6 +142,7 @@ class StudyRun:
         opening.close_orphans(study, driver, tracker)
         priors.enqueue(study, cfg.search, self.plan.objective)
         self._banner(study)
+        self._transfer(study)
         parent = tracker.start_sweep(
             f"sweep-{stamp()}",
             tags=self._sweep_tags(storage_url),
@@ -268,6 +271,21 @@ class StudyRun:
         notice = software_notice(self._changed_software(study))
         if notice:
             console.print(f"[yellow]{notice}[/yellow]", soft_wrap=True, markup=True)
+
+    def _transfer(self, study: optuna.Study) -> None:
+        """search.sampler=model: start from earlier studies' matching trials, said once."""
+        sampler = model_sampler(study.sampler)
+        if sampler is None or not self.cfg.search.sampler.get("transfer", True):
+            return
+        line = transfer.start_from_earlier(
+            sampler,
+            study,
+            storage.other_studies(study),
+            self.plan.setup_key,
+            OmegaConf.select(self.cfg, "drafter.path"),
+        )
+        if line:
+            console.print(line, soft_wrap=True)
 
     def _trials_line(self, study: optuna.Study) -> str:
         search = self.cfg.search

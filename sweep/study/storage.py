@@ -144,3 +144,16 @@ def stored_trial(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> Froz
 def retried_from(study: optuna.Study, trial: optuna.Trial) -> int | None:
     """The number of the failed trial this one re-runs (set by the heartbeat's retry callback)."""
     return stored_trial(study, trial).system_attrs.get("failed_trial")
+
+
+def other_studies(study: optuna.Study) -> list[tuple[str, list[FrozenTrial]]]:
+    """Every other study in the same storage with its trials (the model sampler's transfer,
+    sweep/study/model/transfer.py, reads their measurements)."""
+    out = []
+    for other in study._storage.get_all_studies():
+        if other.study_name == study.study_name:
+            continue
+        out.append(
+            (other.study_name, study._storage.get_all_trials(other._study_id, deepcopy=False))
+        )
+    return out

@@ -147,3 +147,26 @@ def test_the_console_puts_the_prediction_beside_the_measurement():
     assert line is not None and watch.line(Forecast(84.1, 80.2, 88.0, 1), result).endswith(
         "from 1 trial; measured 90.0, outside the band"
     )
+
+
+def test_transfer_starts_a_new_study_from_an_earlier_one_with_the_same_setup(unreachable):
+    from sweep.study import memory, storage
+    from sweep.study.model import transfer
+
+    _, earlier = unreachable
+    objective = Objective("tok_s", 64)
+    sampler = ModelSampler(SPACE, objective)
+    study = optuna.create_study(
+        storage=earlier._storage, sampler=memory.wrap(sampler, "pin", objective)
+    )
+    others = storage.other_studies(study)
+    assert transfer.start_from_earlier(sampler, study, others, "another setup", None) is None
+    line = transfer.start_from_earlier(sampler, study, others, "bench", "/models/drafter")
+    measured = [t for t in earlier.trials if t.user_attrs.get("model_obs")]
+    assert line is not None and line.startswith(f"model: starts from {len(measured)} measured")
+    proposal = sampler.propose(study, 0)
+    assert proposal is not None and proposal.reason == "model"  # no opening: chains known
+    assert not proposal.screen and proposal.gain is None  # nothing of this study's to beat
+    state = sampler.state(study.get_trials(), (), 0)
+    assert len(state.candidates) == len(configurations(SPACE, ()))  # nothing measured here
+    assert stopping.decide(sampler, study) is None  # no answer of its own yet

@@ -6,5 +6,6 @@ cost          seconds per verify iteration, linear in the launch's features, per
 predict       the objective of every unmeasured configuration, with an interval
 sampler       search.sampler=model: opening, expected improvement per GPU-hour, exploration
 stopping      when no unmeasured configuration can beat the best measured one
+transfer      earlier studies with the same drafter and setup, in the fit (labelled)
 watch         the model beside each measurement on the console; the stopping line
 """

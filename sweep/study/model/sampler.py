@@ -25,7 +25,7 @@ early stopping and budgets apply as to any sampler. Why each proposal was made i
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.sglang.speculative import forced_draft_tokens
 from sweep.study.model import observations
+from sweep.study.model.observations import SCREENED
 from sweep.study.model.predict import Config, Predictor, Target, configurations, target_for
 from sweep.study.space import DRAFT, STEPS, TOPK, Param, SearchSpace
 
@@ -57,6 +58,8 @@ class Proposal:
     low: float | None = None
     high: float | None = None
     screen: bool = False  # launch with one run per level (observations.SCREENED)
+    gain: float | None = None  # model: the expected improvement over the best measured value
+    hours: float | None = None  # model: the launch's predicted GPU-hours
 
 
 def distribution(p: Param) -> BaseDistribution:
@@ -108,6 +111,8 @@ class ModelSampler(BaseSampler):
         self.seed, self.explore, self.screen = seed, explore, screen
         self.independent = RandomSampler(seed=seed)
         self.proposals: dict[int, Proposal] = {}
+        # earlier studies' trials (sweep.study.model.transfer): in the fit, never the answer
+        self.transferred: list[FrozenTrial] = []
 
     def reseed_rng(self) -> None:
         self.independent.reseed_rng()
@@ -166,8 +171,19 @@ class ModelSampler(BaseSampler):
         i = int(np.argmax(score))
         low, high = np.percentile(draws[:, i], [2.5, 97.5])
         return Proposal(
-            state.candidates[i], "model", float(draws[:, i].mean()), float(low), float(high)
+            state.candidates[i],
+            "model",
+            float(np.median(draws[:, i])),
+            float(low),
+            float(high),
+            gain=float(gain[i]) if best is not None else None,
+            hours=float(hours[i]),
         )
+
+    def propose(self, study: Study, number: int, others: tuple[str, ...] = ()) -> Proposal | None:
+        """What the sampler would propose for trial `number` now (None: nothing left)."""
+        state = self.state(study.get_trials(deepcopy=False), others, number)
+        return self._choose(state, number) if state.candidates else None
 
     def _values(self, config: Config, search_space) -> dict[str, Any]:
         s, k, d = config.shape
@@ -185,9 +201,15 @@ class _State:
     def __init__(self, sampler: ModelSampler, trials, others: tuple[str, ...], number: int):
         self.sampler, self.trials, self.others = sampler, trials, others
         self.space = sampler.space
-        self.observations = observations.read(trials, others)
+        own = observations.read(trials, others)
+        earlier = [
+            replace(o, number=-1 - i)  # apart from this study's trial numbers
+            for i, o in enumerate(observations.read(sampler.transferred, others))
+        ]
+        self.observations = own + earlier
+        self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
         # measured in full; a screened configuration may be launched once more, in full
-        measured = {(o.shape, o.others) for o in self.observations if not o.screened}
+        measured = {(o.shape, o.others) for o in own if not o.screened}
         attempts: dict[tuple, int] = {}
         for t in trials:
             cand = t.user_attrs.get("candidate")
@@ -222,7 +244,7 @@ class _State:
         depth = int(self.space.params[STEPS].high)
         low = int(self.space.params[STEPS].low)
         first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
-        chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1}
+        chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1} | self.earlier_chains
         if len(chains) >= 2:
             return None
         wanted = [depth] if depth not in chains else []
@@ -235,8 +257,18 @@ class _State:
         return None
 
     def best_value(self) -> float | None:
+        """The best value measured in full; before any, the best screened one (one run: the
+        improvement is then scored against a noisier value, not against nothing)."""
         metric = self.sampler.objective.metrics[0]
         values = [v for _, v in measured_metric(self.trials, metric)]
+        if not values:
+            values = [
+                float(t.user_attrs["metric"])
+                for t in self.trials
+                if t.user_attrs.get(SCREENED)
+                and t.user_attrs.get("metric_name") == metric
+                and "metric" in t.user_attrs
+            ]
         return max(values, default=None)
 
     def launch_hours(self, predicted: np.ndarray) -> np.ndarray:

@@ -1,0 +1,115 @@
+"""The worked example of docs/search.md: search.sampler=model on the seeds' box, step by step.
+
+Runs the sweeper's loop in-process on the simulator's model of 8x RTX PRO 6000 PCIe with
+Kimi-K2.5 and the 37K drafter (benchmarks/_search_landscape, single-stream tok/s at 2048 tokens,
+the launches' noise as benchmarks/_search_sim draws it), with the model sampler and no priors,
+and prints after each launch what was measured, what the model now predicts for the chains and
+for a few trees against the simulator's true values, and what it proposes next and why.
+SIMULATED: it shows how the model reasons, not what hardware does.
+
+    python benchmarks/model_example.py [--launches 4] [--seed 0] [--setup rtx_pro_6000_pcie]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import warnings
+from pathlib import Path
+
+import optuna
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._search_arms import _loop, objective_for  # noqa: E402
+from benchmarks._search_landscape import SETUPS, Landscape, Oracle  # noqa: E402
+from benchmarks._search_sim import Simulation  # noqa: E402
+from sweep.study import memory  # noqa: E402
+from sweep.study.model import observations  # noqa: E402
+from sweep.study.model.predict import Config, Predictor, target_for  # noqa: E402
+from sweep.study.model.sampler import ModelSampler  # noqa: E402
+from sweep.study.space import SearchSpace  # noqa: E402
+
+SHOWN = [(1, 1, 2), (2, 1, 3), (3, 1, 4), (4, 1, 5), (5, 1, 6), (2, 2, 4), (3, 4, 8), (4, 4, 16)]
+MEMORY = {"mem_fraction_static": 0.85, "hicache_size": 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--launches", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--setup", default="rtx_pro_6000_pcie", choices=sorted(SETUPS))
+    args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    base = OmegaConf.load(ROOT / "conf/search/eagle3_five.yaml")
+    space = SearchSpace.from_config(base.space)
+    land = Landscape("single", Oracle(SETUPS[args.setup]))
+    objective = objective_for("single")
+    sampler = ModelSampler(space, objective, seed=args.seed)
+    study = optuna.create_study(
+        sampler=memory.wrap(sampler, "auto", objective), directions=objective.directions
+    )
+    truth = {sh: land.true_value(Config(sh).values() | MEMORY) for sh in SHOWN}
+    print(f"SIMULATED: {args.setup}, single-stream tok/s at 2048 tokens, model sampler, no priors")
+    for launch in range(1, args.launches + 1):  # one launch per loop: a fresh server each
+        sim = Simulation(land, float("inf"), random.Random(args.seed * 100 + launch))
+        _loop(study, sim, objective, space, 1, None)
+        if not sim.starts:
+            print("\nthe model's stopping rule ends the search here")
+            break
+        _report(study, sampler, space, objective, truth)
+
+
+def _report(study, sampler, space, objective, truth) -> None:
+    last = study.trials[-1]
+    cand = last.user_attrs["candidate"]
+    shape = (cand["steps"], cand["topk"], cand["draft_tokens"])
+    obs = observations.read(study.trials)
+    level = next(o for o in obs if o.number == last.number).levels[1]
+    kind = "screened, 1 run" if last.user_attrs.get("screened") else "in full"
+    print(
+        f"\nlaunch {last.number + 1}: {shape[0]}/{shape[1]}/{shape[2]} ({kind}): "
+        f"{level.decode:.1f} tok/s, accept length {level.tau:.2f}, "
+        f"P(>=k) {', '.join(f'{p:.3f}' for p in level.at_least)}"
+    )
+    target = target_for(objective)
+    assert target is not None
+    predictor = Predictor(obs, target, space, seed=0)
+    if not predictor.ready:
+        return
+    configs = [Config(sh) for sh in SHOWN]
+    mid, low, high = predictor.summary(configs)
+    model = predictor.acceptance[(1, None)]
+    rates, rho = model.rate_samples(256), model.rho_samples(256)
+    print("  configuration  predicted tau  predicted tok/s [95%]   true tok/s")
+    for i, cf in enumerate(configs):
+        tau = model.tau_samples(cf.shape, rates, rho)
+        print(
+            f"  {cf.label():>13}  {tau.mean():13.2f}  {mid[i]:6.1f} [{low[i]:5.1f}, "
+            f"{high[i]:5.1f}]   {truth[cf.shape]:8.1f}"
+        )
+    cost = predictor.cost[1]
+    c0, c1, c2, c3 = (1000 * x for x in cost.coefficients(512).mean(axis=0)[:4])
+    print(
+        f"  ms per verify step (posterior mean): {c0:.2f} + {c1:.2f}*steps + {c2:.2f}*steps*topk"
+        f" + {c3:.2f}*(draft-1); sibling factor {model.rho_mean:.2f}"
+    )
+    nxt = sampler.propose(study, len(study.trials))
+    if nxt is None:
+        return
+    why = nxt.reason
+    if nxt.reason == "model":
+        gain = "nothing measured in full yet" if nxt.gain is None else f"{nxt.gain:.2f} tok/s"
+        why = (
+            f"expected gain {gain} over {nxt.hours:.2f} GPU-h, predicted "
+            f"{nxt.mean:.1f} [{nxt.low:.1f}, {nxt.high:.1f}]"
+        )
+    print(f"  next: {nxt.config.label()} ({why})")
+
+
+if __name__ == "__main__":
+    main()
