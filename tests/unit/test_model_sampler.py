@@ -170,3 +170,33 @@ def test_transfer_starts_a_new_study_from_an_earlier_one_with_the_same_setup(unr
     state = sampler.state(study.get_trials(), (), 0)
     assert len(state.candidates) == len(configurations(SPACE, ()))  # nothing measured here
     assert stopping.decide(sampler, study) is None  # no answer of its own yet
+
+
+def test_a_screened_trial_is_not_a_duplicate_and_keeps_what_the_model_fits():
+    from harness.record.results import StepHistogram
+    from sweep.study.candidates import candidate_for
+    from sweep.study.driver import SearchDriver
+
+    objective = Objective("tok_s", 64)
+    study = optuna.create_study(direction="maximize")
+    driver = SearchDriver(study, objective, gpus_per_trial=8)
+    values = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
+    values |= {"speculative_num_draft_tokens": 4, "mem_fraction_static": 0.85, "hicache_size": 0}
+    land = Landscape("single", Oracle(SETUPS["h100_sxm"]))
+    candidate = candidate_for(land.server(values), "bench")
+
+    def told(warnings: list[str]) -> optuna.trial.FrozenTrial:
+        trial = study.ask()
+        result = TrialResult("t", "trial", Outcome.PRUNED, "sim", True, 1.0, dict(values))
+        result.metrics = {"tok_s": 80.0, "accept_len_c1": 2.1, "decode_tok_s_c1": 80.0}
+        result.step_histograms = [StepHistogram(1, [0.6, 0.35, 0.2], 900, source="server")]
+        result.warnings = warnings
+        driver.tell(trial, candidate, result, None)
+        return study.trials[-1]
+
+    screened = told(["screened"])
+    assert screened.user_attrs["screened"] is True
+    assert screened.user_attrs["model_obs"]["levels"]["1"]["at_least"] == [0.6, 0.35, 0.2]
+    assert driver.verdict(candidate).action == "launch"  # may be measured in full
+    told([])  # stopped early by the prune bound: the study knows it
+    assert driver.verdict(candidate).action == "duplicate"
