@@ -10,7 +10,7 @@ stopping rule (`stopping`) is checked before each launch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from optuna.study import Study
@@ -33,6 +33,7 @@ class Forecast:
     high: float
     trials: int  # measured trials the model was fitted to
     reason: str | None = None  # why the model sampler proposed it (None: another sampler)
+    earlier: int = 0  # of `trials`, those from earlier studies (sweep.study.model.transfer)
 
 
 class ModelWatch:
@@ -60,7 +61,12 @@ class ModelWatch:
         assert self.target is not None
         others = self.others(study)
         trials = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
+        sampler = model_sampler(study.sampler)
+        earlier = sampler.transferred if sampler is not None else []
         obs = observations.read(trials, others)
+        obs += [  # numbered apart from this study's trials
+            replace(o, number=-1 - i) for i, o in enumerate(observations.read(earlier, others))
+        ]
         if not obs:
             return None
         predictor = Predictor(obs, self.target, self.space, others, seed=trial.number)
@@ -70,10 +76,11 @@ class ModelWatch:
         config = Config(shape, tuple((n, trial.params.get(n)) for n in others))
         draws = predictor.samples([config])[:, 0]
         low, mid, high = np.percentile(draws, [2.5, 50, 97.5])
-        sampler = model_sampler(study.sampler)
         proposal = sampler.proposals.get(trial.number) if sampler is not None else None
         reason = proposal.reason if proposal is not None else None
-        return Forecast(float(mid), float(low), float(high), len(predictor.observations), reason)
+        n = len(predictor.observations)
+        earlier_n = sum(o.number < 0 for o in predictor.observations)
+        return Forecast(float(mid), float(low), float(high), n, reason, earlier_n)
 
     def screens(self, study: Study, trial: FrozenTrial) -> bool:
         """Whether the model sampler proposed this trial as a one-run screening launch."""
@@ -88,6 +95,7 @@ class ModelWatch:
         text = (
             f"model predicted {f.mean:.1f} [{f.low:.1f}, {f.high:.1f}] {self.unit} from "
             f"{f.trials} trial{'s' if f.trials != 1 else ''}"
+            + (f" ({f.earlier} from earlier studies)" if f.earlier else "")
         )
         if f.reason:
             text = f"{text} (proposed: {_REASONS.get(f.reason, f.reason)})"
