@@ -45,12 +45,13 @@ def test_the_opening_is_screened_and_every_measurement_has_the_model_beside_it(t
     assert first.returncode == 0, first.stdout + first.stderr
     out = first.stdout
     assert "steps=5 topk=1 draft=6" in out.split("[2/5]")[0]  # the longest chain first
-    assert out.count("screened with one run for the model, never an answer") == 2
+    assert out.count("screened with one run for the model, never an answer") >= 2
+    assert "proposed: opening, a chain the model needs, screened with one run" in out
     assert "model predicted" in out and "from 1 trial (proposed: opening" in out
     assert "(proposed: the most expected gain per GPU-hour); measured" in out
     study = optuna.load_study(study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp}/optuna.db")
     screened = [t for t in study.trials if t.user_attrs.get("screened")]
-    assert [t.number for t in screened] == [0, 1]
+    assert [t.number for t in screened][:2] == [0, 1]
     assert all(t.state is optuna.trial.TrialState.PRUNED for t in screened)
     assert all(len(t.user_attrs["model_obs"]["levels"]["1"]["at_least"]) for t in screened)
     best = out.split("Best: ")[1].split(" ")[0]

@@ -74,7 +74,10 @@ def test_the_opening_is_screened_and_nothing_is_launched_in_full_twice(unreachab
     sim, study = unreachable
     assert [v["runs"] for v in sim.launched[:2]] == [1, 1]
     screened = [t for t in study.trials if t.user_attrs.get("screened")]
-    assert len(screened) == 2 and all(t.state.name == "PRUNED" for t in screened)
+    assert [t.number for t in screened[:2]] == [0, 1]
+    assert all(t.state.name == "PRUNED" for t in screened)
+    keys = [t.user_attrs["candidate_key"] for t in screened]
+    assert len(keys) == len(set(keys))  # screened once at most: the next time in full
     full = []
     for v in sim.launched:
         s, k = v["speculative_num_steps"], v["speculative_eagle_topk"]

@@ -2,16 +2,17 @@
 
 Opening (nothing to fit yet): the longest chain the space allows (its per-step histogram gives
 P(>=k) at every depth, so every chain is then predicted), then the one-step chain (a second
-point on the cost line), until chains of two depths were tried (enqueued priors count). With
-`screen` (search.sampler.screen, on by default) the opening, priors included, is screened: one
-run per level instead of benchmark.runs (most of a launch is the benchmark, not the start-up),
-recorded as stopped early and marked `screened`, so it is never an answer; the model fits it,
-and a screened configuration stays a candidate to be measured in full. After that, each
-proposal is one of:
+point on the cost line), each unless tried already (an enqueued prior, an earlier study). With
+`screen` (search.sampler.screen, on by default) the opening is screened: one run per level
+instead of benchmark.runs (most of a launch is the benchmark, not the start-up), recorded as
+stopped early and marked `screened`, so it is never an answer; the model fits it, and a screened
+configuration stays a candidate to be measured in full. Enqueued priors are measured in full
+(they are there to be compared with). After that, each proposal is one of:
 - model: over every valid configuration not yet measured, the expected improvement over the best
   measured value (the mean of max(0, draw - best) over the prediction's draws), divided by the
   launch's predicted GPU-hours (start-up plus a benchmark whose length scales with 1 / speed, from
-  the study's own launches); the largest wins;
+  the study's own launches); the largest wins. One whose median is below the best measured in
+  full is probably not the answer and is launched for what it tells the model: screened, once;
 - exploration: a share `explore` of proposals (each trial number decides, from the seed) is an
   unmeasured configuration drawn uniformly, whatever the model thinks, so a wrong model meets
   data it did not choose.
@@ -137,7 +138,8 @@ class ModelSampler(BaseSampler):
             s, k = int(fixed[STEPS]), int(fixed[TOPK])
             d = forced_draft_tokens(s, k) or int(fixed.get(DRAFT, s + 1))
             config = Config((s, k, d), tuple((n, fixed.get(n)) for n in others))
-            self.proposals[trial.number] = Proposal(config, "prior", screen=self.screen)
+            # measured in full: a prior is there to be compared with (conf/search/eagle3_five.yaml)
+            self.proposals[trial.number] = Proposal(config, "prior")
             return {}
         trials = study.get_trials(deepcopy=False)
         state = self.state(trials, others, trial.number)
@@ -169,13 +171,20 @@ class ModelSampler(BaseSampler):
         if not np.any(gain > 0):  # nothing expected to improve: the highest upper bound
             score = np.percentile(draws, 97.5, axis=0)
         i = int(np.argmax(score))
-        low, high = np.percentile(draws[:, i], [2.5, 97.5])
+        low, mid, high = np.percentile(draws[:, i], [2.5, 50, 97.5])
+        # Probably not the answer (its median below the best measured in full): launched for
+        # what it tells the model, so one run tells it, and it stays a candidate. A
+        # configuration screened once is measured in full the next time.
+        full = state.measured_best()
+        pick = state.candidates[i]
+        screen = self.screen and full is not None and mid < full and pick not in state.screened
         return Proposal(
-            state.candidates[i],
+            pick,
             "model",
-            float(np.median(draws[:, i])),
+            float(mid),
             float(low),
             float(high),
+            screen=screen,
             gain=float(gain[i]) if best is not None else None,
             hours=float(hours[i]),
         )
@@ -208,6 +217,7 @@ class _State:
         ]
         self.observations = own + earlier
         self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
+        self.screened = {Config(o.shape, o.others) for o in own if o.screened}
         # measured in full; a screened configuration may be launched once more, in full
         measured = {(o.shape, o.others) for o in own if not o.screened}
         attempts: dict[tuple, int] = {}
@@ -239,22 +249,23 @@ class _State:
             )
 
     def opening(self) -> Config | None:
-        """The longest chain, then the one-step chain, until the study has tried chains of two
-        depths (priors count: 3/1/4 and the longest chain, or 3/1/4 and 1/1/2 under load)."""
+        """The longest chain, then the one-step chain, each until tried (here or in an earlier
+        study): the two ends of the cost line, so every chain between is interpolated, not
+        extrapolated (a prior chain in the middle, 3/1/4, does not stand in for an end)."""
         depth = int(self.space.params[STEPS].high)
         low = int(self.space.params[STEPS].low)
         first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
         chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1} | self.earlier_chains
-        if len(chains) >= 2:
-            return None
-        wanted = [depth] if depth not in chains else []
-        if len(chains | {depth}) < 2:
-            wanted.append(low)
-        for steps in wanted:
+        for steps in (depth, low):
             config = Config((steps, 1, steps + 1), first)
-            if config in self.candidates:
+            if steps not in chains and config in self.candidates:
                 return config
         return None
+
+    def measured_best(self) -> float | None:
+        """The best value measured in full (None: nothing yet)."""
+        metric = self.sampler.objective.metrics[0]
+        return max((v for _, v in measured_metric(self.trials, metric)), default=None)
 
     def best_value(self) -> float | None:
         """The best value measured in full; before any, the best screened one (one run: the
