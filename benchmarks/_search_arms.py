@@ -70,17 +70,18 @@ ARMS = (
     Arm(
         "specsweep+priors",
         "specsweep",
-        "the sweeper's sampler (sweep.study.opening: TPE multivariate, group, constant liar, "
-        "5 start-up trials)",
+        "the sweeper's TPE (search.sampler.name=tpe, the default before issue 28; "
+        "sweep.study.opening: multivariate, group, constant liar, 5 start-up trials)",
         priors=True,
         specsweep=True,
     ),
-    Arm("specsweep", "specsweep", "the sweeper's sampler, no priors", specsweep=True),
+    Arm("specsweep", "specsweep", "the sweeper's TPE, no priors", specsweep=True),
     Arm(
         "model+priors",
         "model",
-        "search.sampler=model (sweep.study.model: per-depth acceptance, a sibling factor, a "
-        "linear step cost; expected improvement per GPU-hour, 10% exploration, its stopping rule)",
+        "search.sampler=model, the sweeper's default (sweep.study.model: per-depth acceptance, "
+        "a sibling factor, a linear step cost; a screened opening, expected improvement per "
+        "GPU-hour, 10% exploration, its stopping rule)",
         priors=True,
         specsweep=True,
     ),
@@ -190,6 +191,8 @@ def run_arm(
     if arm.sampler in ("specsweep", "model"):
         if arm.sampler == "model":
             cfg.search.sampler = {"name": "model", "explore": EXPLORE}
+        else:  # the sweeper's TPE, whatever conf/ makes the default
+            cfg.search.sampler = {"name": "tpe", "n_startup_trials": 5}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = make_sampler(cfg, objective, sim.land.demand())

@@ -34,7 +34,7 @@ from sweep.readout.console import console
 from sweep.study import memory, resolve
 from sweep.study.baseline import baseline_overrides
 from sweep.study.budget import Budget
-from sweep.study.model.sampler import EXPLORE, ModelSampler
+from sweep.study.model.sampler import EXPLORE, ModelSampler, model_refusal
 from sweep.study.objective import Objective
 from sweep.study.plan import SweepPlan
 from sweep.study.run import StudyRun
@@ -89,8 +89,8 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
             "runs on one server start."
         )
     space = SearchSpace.from_config(search.space)
-    if search.sampler.name == "model":
-        try:  # the objective and space it can model (sweep/study/model/sampler.py)
+    if search.sampler.name == "model" and model_refusal(space, objective) is None:
+        try:  # its settings (sweep/study/model/sampler.py)
             ModelSampler(space, objective, explore=float(search.sampler.get("explore", EXPLORE)))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None

@@ -156,7 +156,7 @@ class ParamConfig:
 
 @dataclass
 class SamplerConfig:
-    name: str = "tpe"  # tpe | random | model (sweep/study/model/sampler.py)
+    name: str = "model"  # model (sweep/study/model/sampler.py) | tpe | random
     n_startup_trials: int = 5  # tpe
     explore: float = 0.1  # model: the share of proposals drawn uniformly
     stop: bool = True  # model: end the sweep once no unmeasured configuration can win

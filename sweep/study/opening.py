@@ -21,7 +21,7 @@ from sweep.readout.console import console
 from sweep.study import capacity, memory
 from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
-from sweep.study.model.sampler import EXPLORE, ModelSampler
+from sweep.study.model.sampler import EXPLORE, ModelSampler, model_refusal
 from sweep.study.objective import Objective
 from sweep.study.space import SearchSpace, space_hash
 from sweep.study.storage import (
@@ -75,13 +75,17 @@ def _base_sampler(cfg: DictConfig, objective: Objective | None) -> optuna.sample
     if sampler.name == "model":
         if objective is None:
             raise ValueError("search.sampler.name=model needs the study's objective")
-        return ModelSampler(
-            SearchSpace.from_config(cfg.search.space),
-            objective,
-            seed=cfg.search.seed,
-            explore=float(OmegaConf.select(cfg, "search.sampler.explore", default=EXPLORE)),
-            screen=bool(OmegaConf.select(cfg, "search.sampler.screen", default=True)),
-        )
+        space = SearchSpace.from_config(cfg.search.space)
+        reason = model_refusal(space, objective)
+        if reason is None:
+            return ModelSampler(
+                space,
+                objective,
+                seed=cfg.search.seed,
+                explore=float(OmegaConf.select(cfg, "search.sampler.explore", default=EXPLORE)),
+                screen=bool(OmegaConf.select(cfg, "search.sampler.screen", default=True)),
+            )
+        console.print(f"search.sampler=model: {reason}; this study samples with TPE.")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(

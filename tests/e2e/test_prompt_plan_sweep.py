@@ -32,6 +32,8 @@ def study(tmp_path_factory):
     argv = [
         *(sys.executable, "sweep.py", "-m", f"tracking.dir={tmp}", f"server.port={free_port()}"),
         *("experiment=smoke", "report=false", "search.n_trials=2", f"benchmark.runs={RUNS}"),
+        # every trial measured in full: the model sampler's opening is screened with one run
+        "search.sampler.name=tpe",
         *(f"benchmark.requests_per_run={PER_RUN}", f"benchmark.warmup={WARMUP}"),
     ]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -85,7 +85,8 @@ def test_n_trials_per_sweep_when_asked(tmp_path):
     more = sweep(tmp_path, port, "search.n_trials=1", "search.n_trials_scope=sweep", *QUIET)
     assert more.returncode == 0, more.stdout + more.stderr
     assert "1 trial more (search.n_trials_scope=sweep)" in more.stdout
-    launched = [t for t in last_summary(tmp_path)["trials"] if t["outcome"] == "ok"]
+    trials = last_summary(tmp_path)["trials"]
+    launched = [t for t in trials if t["outcome"] in ("ok", "pruned")]  # pruned: screened too
     assert len(launched) == 2
     bad = sweep(tmp_path, port, "search.n_trials_scope=forever", *QUIET)
     assert bad.returncode == 2 and "search.n_trials_scope='forever'" in bad.stdout

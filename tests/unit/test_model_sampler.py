@@ -126,6 +126,7 @@ def test_pareto_objectives_and_spaces_without_the_chain_knobs_are_refused():
     from hydra import compose, initialize_config_dir
 
     from sweep.launch.app import CONF_DIR
+    from sweep.study.opening import make_sampler
 
     overrides = [
         "search.sampler.name=model",
@@ -134,8 +135,14 @@ def test_pareto_objectives_and_spaces_without_the_chain_knobs_are_refused():
     ]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
-    with pytest.raises(ConfigError, match=r"search\.sampler\.name=model predicts one value"):
-        check_search(cfg)
+    objective, _ = check_search(cfg)  # not refused: the study samples with TPE instead
+    sampler = make_sampler(cfg, objective)
+    assert model_sampler(sampler) is None
+    assert isinstance(sampler.base, optuna.samplers.TPESampler)
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        bad = compose(config_name="config", overrides=["search.sampler.explore=1.5"])
+    with pytest.raises(ConfigError, match=r"search\.sampler\.explore=1\.5"):
+        check_search(bad)
 
 
 def test_the_console_puts_the_prediction_beside_the_measurement():

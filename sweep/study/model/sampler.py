@@ -86,6 +86,18 @@ def measured_metric(trials: list[FrozenTrial], metric: str) -> list[tuple[Frozen
     ]
 
 
+def model_refusal(space: SearchSpace, objective) -> str | None:
+    """Why the model cannot propose for this study (None: it can)."""
+    if target_for(objective) is None:
+        return (
+            f"it predicts one value per configuration and search.objective={objective.name} "
+            "is a Pareto front"
+        )
+    if STEPS not in space.params or TOPK not in space.params:
+        return "it models the speculative knobs and search.space searches no chain"
+    return None
+
+
 class ModelSampler(BaseSampler):
     def __init__(
         self,
