@@ -10,7 +10,8 @@ measured per trial and level as tau / speed (speed: per-user decode tok/s, or ou
 all streams, which divides every term by the streams in flight alike). The coefficients have a
 Gaussian posterior: a prior N(0, scale^2) per coefficient, scale the slowest measured t (wide: a
 coefficient that size would make a configuration twice the slowest), observations weighted by
-their measured 95% intervals plus the form's misfit, estimated from the residuals once there are
+their measured 95% intervals plus the form's misfit (c0's prior flat: a zero-mean prior on it would
+claim, from one trial, that a step is all work terms), estimated from the residuals once there are
 more trials than coefficients. Chains alone fix only c0 and c1 + c2 + c3 (their features move
 together); a tree separates them; until then a tree's cost is as uncertain as the prior says, and
 the search sees it as worth measuring. The fixed part and the work terms are times, so draws
@@ -31,6 +32,7 @@ from scipy.special import ndtr, ndtri
 Shape = tuple[int, int, int]
 UNKNOWN_NOISE = 0.05  # relative noise of a speed measured without an interval (one run)
 GIBBS_SWEEPS = 30
+FLAT = 100.0  # c0's prior spread in units of the slowest t: flat where the data can reach
 
 
 def features(shape: Shape, others: Sequence[tuple[str, Any]], levels: list[tuple[str, Any]]):
@@ -61,6 +63,7 @@ class CostModel:
         self.scale = float(t.max())
         self.floor = 0.5 * float(t.min())
         prior = np.eye(self.p) / self.scale**2
+        prior[0, 0] = 1 / (FLAT * self.scale) ** 2  # c0: no pull towards 0 (see the docstring)
         misfit = 0.0
         for _ in range(2):  # fit, estimate the misfit from the residuals, refit
             var = (t**2) * (rel**2 + misfit**2)
