@@ -43,7 +43,7 @@ def summarize_landscape(label: str, optimum: float, runs: dict[str, list[Reached
     return out
 
 
-def _best_other(by: dict[str, dict], priors: bool) -> str:
+def _best_other(by: dict[str, dict], priors: bool) -> str | None:
     """The arm that is not specsweep with the lowest median GPU-hours, among those run on every
     seed (an arm given fewer, GPSampler where it is too slow, is shown but not chosen: the least
     median of a handful of seeds is a lucky one)."""
@@ -55,6 +55,8 @@ def _best_other(by: dict[str, dict], priors: bool) -> str:
         and (priors or not BY_NAME[name].priors)
         and r["seeds"] == seeds
     ]
+    if not others:  # only specsweep's arms were run: nothing to compare with
+        return None
     return min(others, key=lambda r: (r["gpu_hours"], r["launches"]))["arm"]
 
 
@@ -64,6 +66,8 @@ def verdict(runs: dict[str, list[Reached]], by: dict[str, dict]) -> dict:
         if ours not in by:
             continue
         best = _best_other(by, priors)
+        if best is None:
+            continue
         gh = [[r and r[1] for r in runs[a]] for a in (ours, best)]
         point, low, high = bootstrap_ratio(*gh)
         out[ours] = {"best_other": best, "gpu_hours_ratio": point, "ci95": (low, high)}
@@ -76,7 +80,10 @@ def summarize_set(landscapes: list[dict]) -> dict:
     per_arm: dict[str, list[float]] = {}
     for land in landscapes:
         by = {r["arm"]: r for r in land["arms"]}
-        best = by[_best_other(by, True)]["gpu_hours"]
+        other = _best_other(by, True)
+        if other is None:
+            continue
+        best = by[other]["gpu_hours"]
         for name, r in by.items():
             per_arm.setdefault(name, []).append(ratio(r["gpu_hours"], best))
     out = {

@@ -42,6 +42,8 @@ ARGS = [
     f"search.study_name={STUDY}",
     f"search.n_trials={N_TRIALS}",
     "search.remeasure_baseline=false",
+    # TPE: the model sampler's screened opening relaunches a configuration in full by design
+    "search.sampler.name=tpe",
     "search.space.speculative_eagle_topk.choices=[1,2]",
     "search.space.speculative_num_steps.high=3",
     "search.space.hicache_size.choices=[0]",

@@ -40,7 +40,9 @@ WORKER_ARGS = [
     "search.n_trials=6",
     "search.remeasure_baseline=false",
     # A small space and the same seed in every worker: they propose the same configurations
-    # at the same time, which is what the cross-worker duplicate rule must absorb.
+    # at the same time, which is what the cross-worker duplicate rule must absorb. TPE: the
+    # model sampler's screened opening relaunches a configuration in full by design.
+    "search.sampler.name=tpe",
     "search.space.speculative_eagle_topk.choices=[1,2]",
     "search.space.speculative_num_steps.high=3",
     "search.space.hicache_size.choices=[0]",
