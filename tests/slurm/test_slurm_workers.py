@@ -55,6 +55,8 @@ ARGS = [
     "report=false",  # the closing report is tests/e2e/test_analysis.py's
     "hardware.gpus=1",  # one slot per worker, the same GPU: the lock files serialise them
     "search.remeasure_baseline=false",
+    # TPE: the model sampler's screened opening relaunches a configuration in full by design
+    "search.sampler.name=tpe",
     "search.space.speculative_eagle_topk.choices=[1,2]",
     "search.space.speculative_num_steps.high=3",
     "search.space.hicache_size.choices=[0]",
