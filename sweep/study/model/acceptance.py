@@ -45,7 +45,9 @@ class Measured:
 
 
 def tree_levels(shape: Shape, rates: np.ndarray, rho: float) -> list[int]:
-    """Nodes per depth: each of the D - 1 slots where it raises tau the most."""
+    """Nodes per depth: each of the D - 1 slots where it raises tau the most. The simulator
+    allocates its trees the same way (harness/sim/model/perf_model.py `_tree_levels`); written
+    apart on purpose: the model stands for real SGLang and must not lean on its stand-in."""
     steps, topk, draft = shape
     if topk == 1:
         return [1] * min(steps, draft - 1)
