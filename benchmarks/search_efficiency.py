@@ -123,7 +123,7 @@ def one_seed(task: tuple[str, int, tuple[str, ...]]) -> tuple[str, int, dict]:
     return label, seed, out
 
 
-def run_set(labels: list[str], arms: list[str], args) -> tuple[list[dict], dict]:
+def run_set(name: str, labels: list[str], arms: list[str], args) -> tuple[list[dict], dict]:
     tasks = [
         (label, seed, tuple(a for a in arms if a != "gp" or seed < args.gp_seeds))
         for seed in range(args.seeds)
@@ -138,9 +138,10 @@ def run_set(labels: list[str], arms: list[str], args) -> tuple[list[dict], dict]
             done = list(pool.imap_unordered(one_seed, tasks))
     else:
         done = [one_seed(t) for t in tasks]
-    raw = {f"{label} {seed}": out for label, seed, out in done}  # kept should a summary fail
+    # every search's outcome, one file per set (kept should a summary fail, and for re-reading)
+    raw = {f"{label} {seed}": out for label, seed, out in done}
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.with_suffix(".raw.json").write_text(json.dumps(raw) + "\n")
+    args.json.with_suffix(f".{name}.raw.json").write_text(json.dumps(raw) + "\n")
     for label, seed, out in done:
         for name, (reached, _starts, _gh, secs) in out.items():
             results[label][name][seed] = reached
@@ -229,7 +230,7 @@ def main() -> None:
     _search_report.print_arms(arms)
     for name, labels in sets:
         t = time.monotonic()
-        landscapes, cost = run_set(labels, arms, args)
+        landscapes, cost = run_set(name, labels, arms, args)
         summary = _search_report.summarize_set(landscapes)
         report["sets"][name] = {
             "landscapes": landscapes,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import optuna
 import pytest
 from omegaconf import OmegaConf
@@ -16,8 +17,8 @@ from benchmarks._search_sim import Simulation
 from harness.errors import ConfigError
 from harness.record.results import Outcome, TrialResult
 from sweep.study.model import stopping
-from sweep.study.model.predict import configurations
-from sweep.study.model.sampler import ModelSampler, model_sampler
+from sweep.study.model.predict import Config, configurations
+from sweep.study.model.sampler import ModelSampler, anchored, model_sampler
 from sweep.study.model.watch import Forecast, ModelWatch
 from sweep.study.objective import Objective
 from sweep.study.space import SearchSpace
@@ -39,7 +40,7 @@ class Recorder(Simulation):
         return super().launch(values, early_stop, runs)
 
 
-def _search(optimum: float, seed: int = 0, budget: int = 60):
+def _search(optimum: float, seed: int = 0, budget: int = 60, arm: str = "model"):
     land = Landscape("single", Oracle(SETUPS["h100_sxm"]))
     sim = Recorder(land, optimum, random.Random(seed))
     cfg = {**BASE, "memory": "auto"}
@@ -52,7 +53,7 @@ def _search(optimum: float, seed: int = 0, budget: int = 60):
 
     optuna.create_study = create_study
     try:
-        run_arm(BY_NAME["model"], sim, cfg, seed, budget, [])
+        run_arm(BY_NAME[arm], sim, cfg, seed, budget, [])
     finally:
         optuna.create_study = original
     return sim, captured["study"]
@@ -85,6 +86,45 @@ def test_the_opening_is_screened_and_nothing_is_launched_in_full_twice(unreachab
         if v["runs"] > 1:
             full.append(shape)
     assert len(full) == len(set(full)) and full
+
+
+def test_a_proposal_of_a_topk_never_launched_is_screened(unreachable):
+    _, study = unreachable
+    proposals = model_sampler(study.sampler).proposals
+    seen, checked = set(), 0
+    for t in sorted(study.trials, key=lambda t: t.number):
+        topk = t.params["speculative_eagle_topk"]
+        proposal = proposals.get(t.number)
+        if proposal is not None and proposal.reason == "model" and topk not in seen:
+            assert proposal.screen, f"trial {t.number}: topk {topk}'s first launch in full"
+            checked += 1
+        if t.user_attrs.get("candidate"):
+            seen.add(topk)
+    assert checked  # the search did propose a tree before any tree was measured
+
+
+def test_a_prior_chain_is_measured_in_full_and_stands_in_for_an_opening_end():
+    sim, study = _search(optimum=1e9, budget=6, arm="model+priors")
+    first = [
+        (v["speculative_num_steps"], v["speculative_eagle_topk"], v["runs"]) for v in sim.launched
+    ]
+    assert first[:2] == [(3, 1, 5), (5, 1, 1)]  # the prior in full, then the longest, screened
+    reasons = [model_sampler(study.sampler).proposals[n].reason for n in range(len(first))]
+    assert reasons[:2] == ["prior", "opening"] and "opening" not in reasons[2:]
+
+
+def test_a_screened_configuration_is_predicted_from_its_own_run_too():
+    rng = np.random.default_rng(0)
+    configs = [Config((2, 2, 4), ()), Config((3, 1, 4), ())]
+    unsure = rng.normal(100.0, 10.0, size=(4096, 2))
+    out = anchored(unsure, configs, {configs[0]: 130.0})
+    # model N(100, 10^2) and one run N(130, 6.5^2): the combined mean ~121, its spread ~5.4
+    assert out[:, 0].mean() == pytest.approx(121.1, abs=0.5)
+    assert out[:, 0].std() == pytest.approx(5.45, abs=0.3)
+    assert np.array_equal(out[:, 1], unsure[:, 1])  # not screened: the model's draws
+    sure = rng.normal(100.0, 0.5, size=(4096, 2))
+    moved = anchored(sure, configs, {configs[0]: 130.0})[:, 0].mean() - sure[:, 0].mean()
+    assert 0 < moved < 0.5  # a model sure of itself barely moves for one noisy run
 
 
 def test_the_stopping_rule_ends_the_search_before_the_space_is_spent(unreachable):

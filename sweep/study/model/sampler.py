@@ -1,18 +1,20 @@
 """`search.sampler=model`: the next launch is the one the model expects to gain most per GPU-hour.
 
-Opening (nothing to fit yet): the longest chain the space allows (its per-step histogram gives
-P(>=k) at every depth, so every chain is then predicted), then the one-step chain (a second
-point on the cost line), each unless tried already (an enqueued prior, an earlier study). With
-`screen` (search.sampler.screen, on by default) the opening is screened: one run per level
-instead of benchmark.runs (most of a launch is the benchmark, not the start-up), recorded as
-stopped early and marked `screened`, so it is never an answer; the model fits it, and a screened
-configuration stays a candidate to be measured in full. Enqueued priors are measured in full
-(they are there to be compared with). After that, each proposal is one of:
+Opening (nothing to fit yet): chains until two lengths are tried, the longest the space allows
+first (its per-step histogram gives P(>=k) at every depth, so every chain is then predicted),
+then the one-step chain (a second point on the cost line); an enqueued prior chain or an earlier
+study's is one of the two. With `screen` (search.sampler.screen, on by default) the opening is
+screened: one run per level instead of benchmark.runs (most of a launch is the benchmark, not
+the start-up), recorded as stopped early and marked `screened`, so it is never an answer; the
+model fits it, and a screened configuration stays a candidate to be measured in full, predicted
+from the model and its own run together (`anchored`). Enqueued priors are measured in full (they
+are there to be compared with, and may be the answer at once). After that, each proposal is:
 - model: over every valid configuration not yet measured, the expected improvement over the best
   measured value (the mean of max(0, draw - best) over the prediction's draws), divided by the
   launch's predicted GPU-hours (start-up plus a benchmark whose length scales with 1 / speed, from
-  the study's own launches); the largest wins. One whose median is below the best measured in
-  full is probably not the answer and is launched for what it tells the model: screened, once;
+  the study's own launches); the largest wins. It is screened, once, when it is probably not the
+  answer (its median below the best measured value) or its prediction is extrapolated to a form
+  never launched (a topk, a value of another searched knob, a chain past every chain measured);
 - exploration: a share `explore` of proposals (each trial number decides, from the seed) is an
   unmeasured configuration drawn uniformly, whatever the model thinks, so a wrong model meets
   data it did not choose.
@@ -42,6 +44,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.sglang.speculative import forced_draft_tokens
 from sweep.study.model import observations
+from sweep.study.model.cost import UNKNOWN_NOISE
 from sweep.study.model.observations import SCREENED
 from sweep.study.model.predict import Config, Predictor, Target, configurations, target_for
 from sweep.study.space import DRAFT, STEPS, TOPK, Param, SearchSpace
@@ -150,7 +153,8 @@ class ModelSampler(BaseSampler):
             s, k = int(fixed[STEPS]), int(fixed[TOPK])
             d = forced_draft_tokens(s, k) or int(fixed.get(DRAFT, s + 1))
             config = Config((s, k, d), tuple((n, fixed.get(n)) for n in others))
-            # measured in full: a prior is there to be compared with (conf/search/eagle3_five.yaml)
+            # measured in full (it is there to be compared with, and may be the answer); a
+            # chain among the priors stands in for one of the opening's two (`_State.opening`)
             self.proposals[trial.number] = Proposal(config, "prior")
             return {}
         trials = study.get_trials(deepcopy=False)
@@ -175,7 +179,7 @@ class ModelSampler(BaseSampler):
             pick = state.candidates[rng.randrange(len(state.candidates))]
             reason = "exploration" if explore and predictor is not None else "random"
             return Proposal(pick, reason)
-        draws = predictor.samples(state.candidates)
+        draws = state.draws(state.candidates)
         best = state.best_value()
         gain = np.maximum(draws - best, 0.0).mean(axis=0) if best is not None else draws.mean(0)
         hours = state.launch_hours(draws.mean(axis=0))
@@ -184,12 +188,14 @@ class ModelSampler(BaseSampler):
             score = np.percentile(draws, 97.5, axis=0)
         i = int(np.argmax(score))
         low, mid, high = np.percentile(draws[:, i], [2.5, 50, 97.5])
-        # Probably not the answer (its median below the best measured in full): launched for
-        # what it tells the model, so one run tells it, and it stays a candidate. A
-        # configuration screened once is measured in full the next time.
-        full = state.measured_best()
+        # Screened (one run, and it stays a candidate) when it is probably not the answer (its
+        # median below the best measured value: in full, or before any, screened), or when its
+        # prediction rests on no measurement of its kind (a topk, or a value of another
+        # searched knob, never launched: the tree's sibling factor and its cost term are the
+        # prior's, not data). A configuration screened once is measured in full the next time.
         pick = state.candidates[i]
-        screen = self.screen and full is not None and mid < full and pick not in state.screened
+        doubtful = (best is not None and mid < best) or state.unmeasured_form(pick)
+        screen = self.screen and doubtful and pick not in state.screened
         return Proposal(
             pick,
             "model",
@@ -230,6 +236,12 @@ class _State:
         self.observations = own + earlier
         self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
         self.screened = {Config(o.shape, o.others) for o in own if o.screened}
+        self.screened_values = screened_values(trials, own, sampler.objective.metrics[0])
+        # what has been launched of each kind (here or in an earlier study)
+        self.forms = {o.topk for o in self.observations} | {
+            pair for o in self.observations for pair in o.others
+        }
+        self.chain_steps = {o.steps for o in self.observations if o.topk == 1}
         # measured in full; a screened configuration may be launched once more, in full
         measured = {(o.shape, o.others) for o in own if not o.screened}
         attempts: dict[tuple, int] = {}
@@ -260,19 +272,38 @@ class _State:
                 seed=sampler.seed + max(number, 0),
             )
 
+    def draws(self, configs: list[Config]) -> np.ndarray:
+        """The predictor's objective draws, those of screened configurations anchored to their
+        own run (`anchored`)."""
+        assert self.predictor is not None
+        return anchored(self.predictor.samples(configs), configs, self.screened_values)
+
     def opening(self) -> Config | None:
-        """The longest chain, then the one-step chain, each until tried (here or in an earlier
-        study): the two ends of the cost line, so every chain between is interpolated, not
-        extrapolated (a prior chain in the middle, 3/1/4, does not stand in for an end)."""
+        """Chains until two lengths are tried (here, as a prior, or in an earlier study): the
+        longest first (its histogram gives P(>=k) at every depth), then the one-step chain (the
+        cost line's other end). A prior chain is one of the two: a prior costs a launch, and
+        the line through 3 and 5 steps is extrapolated to 1 rather than interpolated, a wider
+        band the model pays for only if the short chains are worth proposing."""
         depth = int(self.space.params[STEPS].high)
         low = int(self.space.params[STEPS].low)
         first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
         chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1} | self.earlier_chains
+        if len(chains) >= 2:
+            return None
         for steps in (depth, low):
             config = Config((steps, 1, steps + 1), first)
             if steps not in chains and config in self.candidates:
                 return config
         return None
+
+    def unmeasured_form(self, config: Config) -> bool:
+        """True when its prediction is extrapolated: nothing launched shares its topk or one
+        of its other knobs' values, or it is a chain shorter or longer than every chain
+        launched (the cost line extended past its points)."""
+        s, k, _ = config.shape
+        steps = self.chain_steps
+        outside = k == 1 and (not steps or not min(steps) <= s <= max(steps))
+        return outside or k not in self.forms or any(p not in self.forms for p in config.others)
 
     def measured_best(self) -> float | None:
         """The best value measured in full (None: nothing yet)."""
@@ -309,6 +340,42 @@ class _State:
         for hours, share, measured in rows:
             out += hours * ((1 - share) + share * measured / np.maximum(predicted, 1e-9))
         return out / len(rows)
+
+
+def screened_values(trials: list[FrozenTrial], own, metric: str) -> dict[Config, float]:
+    """Each screened configuration's one-run value of the objective (`own`: this study's
+    observations of `trials`)."""
+    one_run = {
+        t.number: float(t.user_attrs["metric"])
+        for t in trials
+        if t.user_attrs.get(SCREENED)
+        and t.user_attrs.get("metric_name") == metric
+        and "metric" in t.user_attrs
+    }
+    return {
+        Config(o.shape, o.others): one_run[o.number]
+        for o in own
+        if o.screened and o.number in one_run
+    }
+
+
+def anchored(draws: np.ndarray, configs: list[Config], values: dict[Config, float]) -> np.ndarray:
+    """Draws for the configurations already screened, combined with their one-run value: the
+    draws' mean and variance (the model's estimate and its uncertainty) and the run (its
+    spread UNKNOWN_NOISE) as two normal estimates weighted by precision, the draws shifted to
+    the combined mean and shrunk to its spread. Where the model's form misses (siblings that do
+    not share one factor, a step cost that is not linear), the configuration's own measurement
+    then corrects it; where the model is sure, one noisy run barely moves it."""
+    out = draws.copy()
+    for i, config in enumerate(configs):
+        y = values.get(config)
+        if y is None:
+            continue
+        m, vm = float(out[:, i].mean()), float(out[:, i].var())
+        vy = (UNKNOWN_NOISE * y) ** 2
+        w = vy / (vm + vy) if vm + vy > 0 else 1.0  # the model's weight
+        out[:, i] = w * m + (1 - w) * y + (out[:, i] - m) * np.sqrt(w)
+    return out
 
 
 def model_sampler(sampler) -> ModelSampler | None:

@@ -60,7 +60,7 @@ def decide(sampler: ModelSampler, study: Study) -> Stop | None:
     number, lower = max(bounds, key=lambda nb: nb[1])
     if not state.candidates:
         return Stop(number, lower, 0, float("nan"))
-    draws = state.predictor.samples(state.candidates)
+    draws = state.draws(state.candidates)
     upper = np.percentile(draws, 97.5, axis=0)
     if float(upper.max()) >= lower:
         return None

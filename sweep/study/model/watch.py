@@ -20,7 +20,7 @@ from harness.record.results import Outcome, TrialResult
 from sweep.study.candidates import Candidate
 from sweep.study.model import observations, stopping
 from sweep.study.model.predict import Config, Predictor, target_for
-from sweep.study.model.sampler import model_sampler
+from sweep.study.model.sampler import anchored, model_sampler, screened_values
 from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
 
 _SPEC = (STEPS, TOPK, DRAFT)
@@ -63,8 +63,8 @@ class ModelWatch:
         trials = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
         sampler = model_sampler(study.sampler)
         earlier = sampler.transferred if sampler is not None else []
-        obs = observations.read(trials, others)
-        obs += [  # numbered apart from this study's trials
+        own = observations.read(trials, others)
+        obs = own + [  # numbered apart from this study's trials
             replace(o, number=-1 - i) for i, o in enumerate(observations.read(earlier, others))
         ]
         if not obs:
@@ -74,7 +74,8 @@ class ModelWatch:
             return None
         shape = (candidate.steps, candidate.topk, candidate.draft_tokens or candidate.steps + 1)
         config = Config(shape, tuple((n, trial.params.get(n)) for n in others))
-        draws = predictor.samples([config])[:, 0]
+        screened = screened_values(trials, own, self.objective.metrics[0])
+        draws = anchored(predictor.samples([config]), [config], screened)[:, 0]
         low, mid, high = np.percentile(draws, [2.5, 50, 97.5])
         proposal = sampler.proposals.get(trial.number) if sampler is not None else None
         reason = proposal.reason if proposal is not None else None
