@@ -81,7 +81,7 @@ ARMS = (
         "model",
         "search.sampler=model, the sweeper's default (sweep.study.model: per-depth acceptance, "
         "a sibling factor, a linear step cost; a screened opening, expected improvement per "
-        "GPU-hour, 10% exploration, its stopping rule)",
+        "GPU-hour, extrapolations screened first, 10% exploration, its stopping rule)",
         priors=True,
         specsweep=True,
     ),

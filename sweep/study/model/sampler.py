@@ -64,6 +64,7 @@ class Proposal:
     screen: bool = False  # launch with one run per level (observations.SCREENED)
     gain: float | None = None  # model: the expected improvement over the best measured value
     hours: float | None = None  # model: the launch's predicted GPU-hours
+    why_screened: str | None = None  # model: why it is screened, for the console
 
 
 def distribution(p: Param) -> BaseDistribution:
@@ -194,8 +195,16 @@ class ModelSampler(BaseSampler):
         # searched knob, never launched: the tree's sibling factor and its cost term are the
         # prior's, not data). A configuration screened once is measured in full the next time.
         pick = state.candidates[i]
-        doubtful = (best is not None and mid < best) or state.unmeasured_form(pick)
+        extrapolated = state.unmeasured_form(pick)
+        doubtful = (best is not None and mid < best) or extrapolated
         screen = self.screen and doubtful and pick not in state.screened
+        why = None
+        if screen:
+            why = (
+                "extrapolated, nothing of its kind measured"
+                if extrapolated
+                else "probably not the answer"
+            )
         return Proposal(
             pick,
             "model",
@@ -205,6 +214,7 @@ class ModelSampler(BaseSampler):
             screen=screen,
             gain=float(gain[i]) if best is not None else None,
             hours=float(hours[i]),
+            why_screened=why,
         )
 
     def propose(self, study: Study, number: int, others: tuple[str, ...] = ()) -> Proposal | None:

@@ -34,6 +34,7 @@ class Forecast:
     trials: int  # measured trials the model was fitted to
     reason: str | None = None  # why the model sampler proposed it (None: another sampler)
     earlier: int = 0  # of `trials`, those from earlier studies (sweep.study.model.transfer)
+    why_screened: str | None = None  # a model proposal screened: why
 
 
 class ModelWatch:
@@ -79,9 +80,10 @@ class ModelWatch:
         low, mid, high = np.percentile(draws, [2.5, 50, 97.5])
         proposal = sampler.proposals.get(trial.number) if sampler is not None else None
         reason = proposal.reason if proposal is not None else None
+        why = proposal.why_screened if proposal is not None else None
         n = len(predictor.observations)
         earlier_n = sum(o.number < 0 for o in predictor.observations)
-        return Forecast(float(mid), float(low), float(high), n, reason, earlier_n)
+        return Forecast(float(mid), float(low), float(high), n, reason, earlier_n, why)
 
     def screens(self, study: Study, trial: FrozenTrial) -> bool:
         """Whether the model sampler proposed this trial as a one-run screening launch."""
@@ -99,7 +101,8 @@ class ModelWatch:
             + (f" ({f.earlier} from earlier studies)" if f.earlier else "")
         )
         if f.reason:
-            text = f"{text} (proposed: {_REASONS.get(f.reason, f.reason)})"
+            why = f"; screened: {f.why_screened}" if f.why_screened else ""
+            text = f"{text} (proposed: {_REASONS.get(f.reason, f.reason)}{why})"
         metric = self.objective.metrics[0]
         value = {**result.metrics, **self.objective.derived(result)}.get(metric)
         if result.outcome in (Outcome.OK, Outcome.PRUNED) and value is not None:
