@@ -97,7 +97,7 @@ def test_a_proposal_of_a_topk_never_launched_is_screened(unreachable):
         proposal = proposals.get(t.number)
         if proposal is not None and proposal.reason == "model" and topk not in seen:
             assert proposal.screen, f"trial {t.number}: topk {topk}'s first launch in full"
-            assert proposal.why_screened == "extrapolated, nothing of its kind measured"
+            assert proposal.why_screened == "extrapolated past what is measured"
             checked += 1
         if t.user_attrs.get("candidate"):
             seen.add(topk)
@@ -198,11 +198,11 @@ def test_the_console_puts_the_prediction_beside_the_measurement():
     assert line is not None and watch.line(Forecast(84.1, 80.2, 88.0, 1), result).endswith(
         "from 1 trial; measured 90.0, outside the band"
     )
-    why = "extrapolated, nothing of its kind measured"
+    why = "extrapolated past what is measured"
     screened = watch.line(Forecast(84.1, 80.2, 88.0, 3, "model", why_screened=why), result)
     assert screened is not None and (
-        "(proposed: the most expected gain per GPU-hour; screened: extrapolated, nothing of its "
-        "kind measured)" in screened
+        "(proposed: the most expected gain per GPU-hour; screened: extrapolated past what is "
+        "measured)" in screened
     )
 
 

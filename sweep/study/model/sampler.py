@@ -201,9 +201,7 @@ class ModelSampler(BaseSampler):
         why = None
         if screen:
             why = (
-                "extrapolated, nothing of its kind measured"
-                if extrapolated
-                else "probably not the answer"
+                "extrapolated past what is measured" if extrapolated else "probably not the answer"
             )
         return Proposal(
             pick,
