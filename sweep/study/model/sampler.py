@@ -191,9 +191,9 @@ class ModelSampler(BaseSampler):
         low, mid, high = np.percentile(draws[:, i], [2.5, 50, 97.5])
         # Screened (one run, and it stays a candidate) when it is probably not the answer (its
         # median below the best measured value: in full, or before any, screened), or when its
-        # prediction rests on no measurement of its kind (a topk, or a value of another
-        # searched knob, never launched: the tree's sibling factor and its cost term are the
-        # prior's, not data). A configuration screened once is measured in full the next time.
+        # prediction is extrapolated (`unmeasured_form`: a first tree's sibling factor and cost
+        # term are the prior's, not data). A configuration screened once is measured in full
+        # the next time.
         pick = state.candidates[i]
         extrapolated = state.unmeasured_form(pick)
         doubtful = (best is not None and mid < best) or extrapolated
@@ -312,11 +312,6 @@ class _State:
         steps = self.chain_steps
         outside = k == 1 and (not steps or not min(steps) <= s <= max(steps))
         return outside or k not in self.forms or any(p not in self.forms for p in config.others)
-
-    def measured_best(self) -> float | None:
-        """The best value measured in full (None: nothing yet)."""
-        metric = self.sampler.objective.metrics[0]
-        return max((v for _, v in measured_metric(self.trials, metric)), default=None)
 
     def best_value(self) -> float | None:
         """The best value measured in full; before any, the best screened one (one run: the
