@@ -17,8 +17,9 @@ from benchmarks._search_sim import Simulation
 from harness.errors import ConfigError
 from harness.record.results import Outcome, TrialResult
 from sweep.study.model import stopping
+from sweep.study.model.knowledge import anchored
 from sweep.study.model.predict import Config, configurations
-from sweep.study.model.sampler import ModelSampler, anchored, model_sampler
+from sweep.study.model.sampler import ModelSampler, model_sampler
 from sweep.study.model.watch import Forecast, ModelWatch
 from sweep.study.objective import Objective
 from sweep.study.space import SearchSpace

@@ -4,7 +4,8 @@ observations  what one measured trial tells the model (accept length, P(>=k), sp
 acceptance    tokens per verify step: per-depth P(>=k) for chains, a sibling factor for trees
 cost          seconds per verify iteration, linear in the launch's features, per level
 predict       the objective of every unmeasured configuration, with an interval
-sampler       search.sampler=model: opening, expected improvement per GPU-hour, exploration
+knowledge     what the study knows at a proposal: candidates, the best value, screened runs
+sampler       search.sampler=model: opening, expected improvement per GPU-hour, screening
 stopping      when no unmeasured configuration can beat the best measured one
 transfer      earlier studies with the same drafter and setup, in the fit (labelled)
 watch         the model beside each measurement on the console; the stopping line

@@ -18,17 +18,17 @@ are there to be compared with, and may be the answer at once). After that, each 
 - exploration: a share `explore` of proposals (each trial number decides, from the seed) is an
   unmeasured configuration drawn uniformly, whatever the model thinks, so a wrong model meets
   data it did not choose.
-A configuration is tried at most twice (an OOM at one fraction may start at another: the memory
-policy moves the fraction). Knobs the model does not model (the memory knobs, numeric ones) are
-left to a RandomSampler; the driver's verdicts (duplicates, predicted OOMs, known crashes),
-early stopping and budgets apply as to any sampler. Why each proposal was made is kept in
-`proposals` (trial number -> Proposal) for the console.
+What the study knows (candidates, attempts, the best value, screened configurations' own
+runs) is `sweep.study.model.knowledge`. Knobs the model does not model (the memory knobs,
+numeric ones) are left to a RandomSampler; the driver's verdicts (duplicates, predicted OOMs,
+known crashes), early stopping and budgets apply as to any sampler. Why each proposal was made
+is kept in `proposals` (trial number -> Proposal) for the console.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,17 +40,14 @@ from optuna.distributions import (
 )
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from harness.sglang.speculative import forced_draft_tokens
-from sweep.study.model import observations
-from sweep.study.model.cost import UNKNOWN_NOISE
-from sweep.study.model.observations import SCREENED
-from sweep.study.model.predict import Config, Predictor, Target, configurations, target_for
+from sweep.study.model.knowledge import Knowledge
+from sweep.study.model.predict import Config, Target, target_for
 from sweep.study.space import DRAFT, STEPS, TOPK, Param, SearchSpace
 
 EXPLORE = 0.1  # the share of proposals drawn uniformly (search.sampler.explore)
-ATTEMPTS = 2  # a configuration is launched at most this often without a measurement
 _SPEC = (STEPS, TOPK, DRAFT)
 
 
@@ -75,19 +72,6 @@ def distribution(p: Param) -> BaseDistribution:
     if p.type == "int":
         return IntDistribution(int(p.low), int(p.high), log=p.log, step=int(p.step or 1))
     return FloatDistribution(p.low, p.high, log=p.log, step=p.step)
-
-
-def measured_metric(trials: list[FrozenTrial], metric: str) -> list[tuple[FrozenTrial, float]]:
-    """The feasible measured trials and their objective metric (OOMs, crashes, SLO misses out)."""
-    return [
-        (t, float(t.user_attrs["metric"]))
-        for t in trials
-        if t.state == TrialState.COMPLETE
-        and t.user_attrs.get("outcome") == "ok"
-        and t.user_attrs.get("metric_name") == metric
-        and "metric" in t.user_attrs
-        and all(v <= 0 for v in t.constraints.values())
-    ]
 
 
 def model_refusal(space: SearchSpace, objective) -> str | None:
@@ -155,7 +139,7 @@ class ModelSampler(BaseSampler):
             d = forced_draft_tokens(s, k) or int(fixed.get(DRAFT, s + 1))
             config = Config((s, k, d), tuple((n, fixed.get(n)) for n in others))
             # measured in full (it is there to be compared with, and may be the answer); a
-            # chain among the priors stands in for one of the opening's two (`_State.opening`)
+            # chain among the priors stands in for one of the opening's two (`Knowledge.opening`)
             self.proposals[trial.number] = Proposal(config, "prior")
             return {}
         trials = study.get_trials(deepcopy=False)
@@ -166,10 +150,10 @@ class ModelSampler(BaseSampler):
         self.proposals[trial.number] = proposal
         return self._values(proposal.config, search_space)
 
-    def state(self, trials: list[FrozenTrial], others: tuple[str, ...], number: int) -> _State:
-        return _State(self, trials, others, number)
+    def state(self, trials: list[FrozenTrial], others: tuple[str, ...], number: int) -> Knowledge:
+        return Knowledge(trials, others, number, self)
 
-    def _choose(self, state: _State, number: int) -> Proposal:
+    def _choose(self, state: Knowledge, number: int) -> Proposal:
         opening = state.opening()
         if opening is not None:
             return Proposal(opening, "opening", screen=self.screen)
@@ -228,157 +212,6 @@ class ModelSampler(BaseSampler):
             values[DRAFT] = min(max(d, int(dist.low)), int(dist.high))
         values.update({n: v for n, v in config.others if n in search_space})
         return values
-
-
-class _State:
-    """What the study knows when a proposal is made."""
-
-    def __init__(self, sampler: ModelSampler, trials, others: tuple[str, ...], number: int):
-        self.sampler, self.trials, self.others = sampler, trials, others
-        self.space = sampler.space
-        own = observations.read(trials, others)
-        earlier = [
-            replace(o, number=-1 - i)  # apart from this study's trial numbers
-            for i, o in enumerate(observations.read(sampler.transferred, others))
-        ]
-        self.observations = own + earlier
-        self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
-        self.screened = {Config(o.shape, o.others) for o in own if o.screened}
-        self.screened_values = screened_values(trials, own, sampler.objective.metrics[0])
-        # what has been launched of each kind (here or in an earlier study)
-        self.forms = {o.topk for o in self.observations} | {
-            pair for o in self.observations for pair in o.others
-        }
-        self.chain_steps = {o.steps for o in self.observations if o.topk == 1}
-        # measured in full; a screened configuration may be launched once more, in full
-        measured = {(o.shape, o.others) for o in own if not o.screened}
-        attempts: dict[tuple, int] = {}
-        for t in trials:
-            cand = t.user_attrs.get("candidate")
-            if not cand or cand.get("steps") is None or t.number == number:
-                continue
-            key = (
-                (int(cand["steps"]), int(cand["topk"]), int(cand["draft_tokens"])),
-                tuple((n, t.params.get(n)) for n in others),
-            )
-            running = t.state == TrialState.RUNNING
-            attempts[key] = attempts.get(key, 0) + (ATTEMPTS if running else 1)
-        self.attempted = attempts
-        self.candidates = [
-            c
-            for c in configurations(self.space, others)
-            if (c.shape, c.others) not in measured
-            and attempts.get((c.shape, c.others), 0) < ATTEMPTS
-        ]
-        self.predictor: Predictor | None = None
-        if self.observations:
-            self.predictor = Predictor(
-                self.observations,
-                sampler.target,
-                self.space,
-                others,
-                seed=sampler.seed + max(number, 0),
-            )
-
-    def draws(self, configs: list[Config]) -> np.ndarray:
-        """The predictor's objective draws, those of screened configurations anchored to their
-        own run (`anchored`)."""
-        assert self.predictor is not None
-        return anchored(self.predictor.samples(configs), configs, self.screened_values)
-
-    def opening(self) -> Config | None:
-        """Chains until two lengths are tried (here, as a prior, or in an earlier study): the
-        longest first (its histogram gives P(>=k) at every depth), then the one-step chain (the
-        cost line's other end). A prior chain is one of the two: a prior costs a launch, and
-        the line through 3 and 5 steps is extrapolated to 1 rather than interpolated, a wider
-        band the model pays for only if the short chains are worth proposing."""
-        depth = int(self.space.params[STEPS].high)
-        low = int(self.space.params[STEPS].low)
-        first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
-        chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1} | self.earlier_chains
-        if len(chains) >= 2:
-            return None
-        for steps in (depth, low):
-            config = Config((steps, 1, steps + 1), first)
-            if steps not in chains and config in self.candidates:
-                return config
-        return None
-
-    def unmeasured_form(self, config: Config) -> bool:
-        """True when its prediction is extrapolated: nothing launched shares its topk or one
-        of its other knobs' values, or it is a chain shorter or longer than every chain
-        launched (the cost line extended past its points)."""
-        s, k, _ = config.shape
-        steps = self.chain_steps
-        outside = k == 1 and (not steps or not min(steps) <= s <= max(steps))
-        return outside or k not in self.forms or any(p not in self.forms for p in config.others)
-
-    def best_value(self) -> float | None:
-        """The best value measured in full; before any, the best screened one (one run: the
-        improvement is then scored against a noisier value, not against nothing)."""
-        metric = self.sampler.objective.metrics[0]
-        values = [v for _, v in measured_metric(self.trials, metric)]
-        if not values:
-            values = [
-                float(t.user_attrs["metric"])
-                for t in self.trials
-                if t.user_attrs.get(SCREENED)
-                and t.user_attrs.get("metric_name") == metric
-                and "metric" in t.user_attrs
-            ]
-        return max(values, default=None)
-
-    def launch_hours(self, predicted: np.ndarray) -> np.ndarray:
-        """GPU-hours of a launch predicted to reach `predicted`: the study's launches, their
-        benchmark share scaled by measured / predicted speed (a faster server finishes sooner)."""
-        metric = self.sampler.objective.metrics[0]
-        value = dict((t.number, v) for t, v in measured_metric(self.trials, metric))
-        rows = []
-        for o in self.observations:
-            if o.number in value and o.bench_s and o.startup_s is not None and o.gpu_hours:
-                rows.append((o.gpu_hours, o.bench_s / (o.bench_s + o.startup_s), value[o.number]))
-        if not rows:
-            return np.ones_like(predicted)
-        out = np.zeros_like(predicted)
-        for hours, share, measured in rows:
-            out += hours * ((1 - share) + share * measured / np.maximum(predicted, 1e-9))
-        return out / len(rows)
-
-
-def screened_values(trials: list[FrozenTrial], own, metric: str) -> dict[Config, float]:
-    """Each screened configuration's one-run value of the objective (`own`: this study's
-    observations of `trials`)."""
-    one_run = {
-        t.number: float(t.user_attrs["metric"])
-        for t in trials
-        if t.user_attrs.get(SCREENED)
-        and t.user_attrs.get("metric_name") == metric
-        and "metric" in t.user_attrs
-    }
-    return {
-        Config(o.shape, o.others): one_run[o.number]
-        for o in own
-        if o.screened and o.number in one_run
-    }
-
-
-def anchored(draws: np.ndarray, configs: list[Config], values: dict[Config, float]) -> np.ndarray:
-    """Draws for the configurations already screened, combined with their one-run value: the
-    draws' mean and variance (the model's estimate and its uncertainty) and the run (its
-    spread UNKNOWN_NOISE) as two normal estimates weighted by precision, the draws shifted to
-    the combined mean and shrunk to its spread. Where the model's form misses (siblings that do
-    not share one factor, a step cost that is not linear), the configuration's own measurement
-    then corrects it; where the model is sure, one noisy run barely moves it."""
-    out = draws.copy()
-    for i, config in enumerate(configs):
-        y = values.get(config)
-        if y is None:
-            continue
-        m, vm = float(out[:, i].mean()), float(out[:, i].var())
-        vy = (UNKNOWN_NOISE * y) ** 2
-        w = vy / (vm + vy) if vm + vy > 0 else 1.0  # the model's weight
-        out[:, i] = w * m + (1 - w) * y + (out[:, i] - m) * np.sqrt(w)
-    return out
 
 
 def model_sampler(sampler) -> ModelSampler | None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from optuna.study import Study
 
-from sweep.study.model.sampler import ModelSampler, measured_metric
+from sweep.study.model.knowledge import measured_metric
+from sweep.study.model.sampler import ModelSampler
 
 _SPEC = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 

@@ -19,8 +19,9 @@ from optuna.trial import FrozenTrial, TrialState
 from harness.record.results import Outcome, TrialResult
 from sweep.study.candidates import Candidate
 from sweep.study.model import observations, stopping
+from sweep.study.model.knowledge import anchored, screened_values
 from sweep.study.model.predict import Config, Predictor, target_for
-from sweep.study.model.sampler import anchored, model_sampler, screened_values
+from sweep.study.model.sampler import model_sampler
 from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
 
 _SPEC = (STEPS, TOPK, DRAFT)

@@ -1,0 +1,208 @@
+"""What a study knows when the model sampler proposes: its observations, the configurations
+still to launch, the best value so far, and how screened ones are predicted.
+
+A configuration is a candidate until it is measured in full or launched ATTEMPTS times without
+a measurement (an OOM at one fraction may start at another: the memory policy moves the
+fraction). A screened configuration (one run, `observations.SCREENED`) stays a candidate; the
+model's draws for it are combined with its own run (`anchored`). Earlier studies' trials
+(transfer) are in the fit with numbers apart from this study's, never an answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Protocol
+
+import numpy as np
+from optuna.trial import FrozenTrial, TrialState
+
+from sweep.study.model import observations
+from sweep.study.model.cost import UNKNOWN_NOISE
+from sweep.study.model.observations import SCREENED
+from sweep.study.model.predict import Config, Predictor, Target, configurations
+from sweep.study.space import STEPS, SearchSpace
+
+ATTEMPTS = 2  # a configuration is launched at most this often without a measurement
+
+
+class StudyModel(Protocol):
+    """What the knowledge reads of the model sampler (sweep.study.model.sampler.ModelSampler)."""
+
+    space: SearchSpace
+    objective: Any
+    target: Target
+    seed: int
+    transferred: list[FrozenTrial]
+
+
+def measured_metric(trials: list[FrozenTrial], metric: str) -> list[tuple[FrozenTrial, float]]:
+    """The feasible measured trials and their objective metric (OOMs, crashes, SLO misses out)."""
+    return [
+        (t, float(t.user_attrs["metric"]))
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and t.user_attrs.get("outcome") == "ok"
+        and t.user_attrs.get("metric_name") == metric
+        and "metric" in t.user_attrs
+        and all(v <= 0 for v in t.constraints.values())
+    ]
+
+
+class Knowledge:
+    """What the study knows when trial `number` is proposed (-1: between trials)."""
+
+    def __init__(
+        self,
+        trials: list[FrozenTrial],
+        others: tuple[str, ...],
+        number: int,
+        study: StudyModel,
+    ):
+        self.trials, self.others, self.study = trials, others, study
+        self.space = study.space
+        own = observations.read(trials, others)
+        earlier = [
+            replace(o, number=-1 - i)  # apart from this study's trial numbers
+            for i, o in enumerate(observations.read(study.transferred, others))
+        ]
+        self.observations = own + earlier
+        self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
+        self.screened = {Config(o.shape, o.others) for o in own if o.screened}
+        self.screened_values = screened_values(trials, own, study.objective.metrics[0])
+        # what has been launched of each kind (here or in an earlier study)
+        self.forms = {o.topk for o in self.observations} | {
+            pair for o in self.observations for pair in o.others
+        }
+        self.chain_steps = {o.steps for o in self.observations if o.topk == 1}
+        # measured in full; a screened configuration may be launched once more, in full
+        measured = {(o.shape, o.others) for o in own if not o.screened}
+        attempts: dict[tuple, int] = {}
+        for t in trials:
+            cand = t.user_attrs.get("candidate")
+            if not cand or cand.get("steps") is None or t.number == number:
+                continue
+            key = (
+                (int(cand["steps"]), int(cand["topk"]), int(cand["draft_tokens"])),
+                tuple((n, t.params.get(n)) for n in others),
+            )
+            running = t.state == TrialState.RUNNING
+            attempts[key] = attempts.get(key, 0) + (ATTEMPTS if running else 1)
+        self.attempted = attempts
+        self.candidates = [
+            c
+            for c in configurations(self.space, others)
+            if (c.shape, c.others) not in measured
+            and attempts.get((c.shape, c.others), 0) < ATTEMPTS
+        ]
+        self.predictor: Predictor | None = None
+        if self.observations:
+            self.predictor = Predictor(
+                self.observations,
+                study.target,
+                self.space,
+                others,
+                seed=study.seed + max(number, 0),
+            )
+
+    def draws(self, configs: list[Config]) -> np.ndarray:
+        """The predictor's objective draws, those of screened configurations anchored to their
+        own run (`anchored`)."""
+        assert self.predictor is not None
+        return anchored(self.predictor.samples(configs), configs, self.screened_values)
+
+    def opening(self) -> Config | None:
+        """Chains until two lengths are tried (here, as a prior, or in an earlier study): the
+        longest first (its histogram gives P(>=k) at every depth), then the one-step chain (the
+        cost line's other end). A prior chain is one of the two: a prior costs a launch, and
+        the line through 3 and 5 steps is extrapolated to 1 rather than interpolated, a wider
+        band the model pays for only if the short chains are worth proposing."""
+        depth = int(self.space.params[STEPS].high)
+        low = int(self.space.params[STEPS].low)
+        first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
+        chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1} | self.earlier_chains
+        if len(chains) >= 2:
+            return None
+        for steps in (depth, low):
+            config = Config((steps, 1, steps + 1), first)
+            if steps not in chains and config in self.candidates:
+                return config
+        return None
+
+    def unmeasured_form(self, config: Config) -> bool:
+        """True when its prediction is extrapolated: nothing launched shares its topk or one
+        of its other knobs' values, or it is a chain shorter or longer than every chain
+        launched (the cost line extended past its points)."""
+        s, k, _ = config.shape
+        steps = self.chain_steps
+        outside = k == 1 and (not steps or not min(steps) <= s <= max(steps))
+        return outside or k not in self.forms or any(p not in self.forms for p in config.others)
+
+    def best_value(self) -> float | None:
+        """The best value measured in full; before any, the best screened one (one run: the
+        improvement is then scored against a noisier value, not against nothing)."""
+        metric = self.study.objective.metrics[0]
+        values = [v for _, v in measured_metric(self.trials, metric)]
+        if not values:
+            values = [
+                float(t.user_attrs["metric"])
+                for t in self.trials
+                if t.user_attrs.get(SCREENED)
+                and t.user_attrs.get("metric_name") == metric
+                and "metric" in t.user_attrs
+            ]
+        return max(values, default=None)
+
+    def launch_hours(self, predicted: np.ndarray) -> np.ndarray:
+        """GPU-hours of a launch predicted to reach `predicted`: the study's launches, their
+        benchmark share scaled by measured / predicted speed (a faster server finishes sooner)."""
+        metric = self.study.objective.metrics[0]
+        value = dict((t.number, v) for t, v in measured_metric(self.trials, metric))
+        rows = []
+        for o in self.observations:
+            if o.number in value and o.bench_s and o.startup_s is not None and o.gpu_hours:
+                rows.append((o.gpu_hours, o.bench_s / (o.bench_s + o.startup_s), value[o.number]))
+        if not rows:
+            return np.ones_like(predicted)
+        out = np.zeros_like(predicted)
+        for hours, share, measured in rows:
+            out += hours * ((1 - share) + share * measured / np.maximum(predicted, 1e-9))
+        return out / len(rows)
+
+
+def screened_values(trials: list[FrozenTrial], own, metric: str) -> dict[Config, float]:
+    """Each screened configuration's one-run value of the objective (`own`: this study's
+    observations of `trials`)."""
+    one_run = {
+        t.number: float(t.user_attrs["metric"])
+        for t in trials
+        if t.user_attrs.get(SCREENED)
+        and t.user_attrs.get("metric_name") == metric
+        and "metric" in t.user_attrs
+    }
+    return {
+        Config(o.shape, o.others): one_run[o.number]
+        for o in own
+        if o.screened and o.number in one_run
+    }
+
+
+def anchored(draws: np.ndarray, configs: list[Config], values: dict[Config, float]) -> np.ndarray:
+    """Draws for the configurations already screened, combined with their one-run value: the
+    draws' mean and variance (the model's estimate and its uncertainty) and the run (its
+    spread UNKNOWN_NOISE) as two normal estimates weighted by precision, the draws shifted to
+    the combined mean and shrunk to its spread. Where the model's form misses (siblings that do
+    not share one factor, a step cost that is not linear), the configuration's own measurement
+    then corrects it; where the model is sure, one noisy run barely moves it."""
+    out = draws.copy()
+    for i, config in enumerate(configs):
+        y = values.get(config)
+        if y is None:
+            continue
+        m, vm = float(out[:, i].mean()), float(out[:, i].var())
+        vy = (UNKNOWN_NOISE * y) ** 2
+        w = vy / (vm + vy) if vm + vy > 0 else 1.0  # the model's weight
+        out[:, i] = w * m + (1 - w) * y + (out[:, i] - m) * np.sqrt(w)
+    return out
+
+
+__all__ = ["ATTEMPTS", "Knowledge", "anchored", "measured_metric", "screened_values"]
