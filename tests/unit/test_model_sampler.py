@@ -19,7 +19,7 @@ from harness.record.results import Outcome, TrialResult
 from sweep.study.model import stopping
 from sweep.study.model.knowledge import anchored
 from sweep.study.model.predict import Config, configurations
-from sweep.study.model.sampler import ModelSampler, model_sampler
+from sweep.study.model.sampler import ModelSampler, model_sampler, worth_screening
 from sweep.study.model.watch import Forecast, ModelWatch
 from sweep.study.objective import Objective
 from sweep.study.space import SearchSpace
@@ -127,6 +127,30 @@ def test_a_screened_configuration_is_predicted_from_its_own_run_too():
     sure = rng.normal(100.0, 0.5, size=(4096, 2))
     moved = anchored(sure, configs, {configs[0]: 130.0})[:, 0].mean() - sure[:, 0].mean()
     assert 0 < moved < 0.5  # a model sure of itself barely moves for one noisy run
+
+
+def test_a_screen_is_spent_only_where_one_run_tells_more_than_the_model():
+    rng = np.random.default_rng(0)
+    assert worth_screening(rng.normal(100.0, 10.0, 4096))  # spread 10% > a run's 5%
+    assert not worth_screening(rng.normal(100.0, 2.0, 4096))  # the model is surer than a run
+
+
+def test_a_doubtful_proposal_the_model_is_sure_of_is_launched_in_full(unreachable):
+    _, study = unreachable
+    proposals = model_sampler(study.sampler).proposals
+    trials = sorted(study.trials, key=lambda t: t.number)
+    in_full = []
+    for t in trials:
+        p = proposals.get(t.number)
+        if p is None or p.reason != "model" or p.screen or p.mean is None:
+            continue
+        before = [u for u in trials[: t.number] if "metric" in u.user_attrs]
+        screened = {u.user_attrs["candidate_key"] for u in before if u.user_attrs.get("screened")}
+        full = [u for u in before if u.state.name == "COMPLETE"]  # as the sampler: in full
+        best = max(float(u.user_attrs["metric"]) for u in full or before)  # else screened
+        if p.mean < best and t.user_attrs.get("candidate_key") not in screened:
+            in_full.append(t.number)  # probably not the answer, yet no screen first
+    assert in_full  # the old rule screened every one of them
 
 
 def test_the_stopping_rule_ends_the_search_before_the_space_is_spent(unreachable):

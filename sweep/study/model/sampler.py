@@ -14,7 +14,9 @@ are there to be compared with, and may be the answer at once). After that, each 
   launch's predicted GPU-hours (start-up plus a benchmark whose length scales with 1 / speed, from
   the study's own launches); the largest wins. It is screened, once, when it is probably not the
   answer (its median below the best measured value) or its prediction is extrapolated to a form
-  never launched (a topk, a value of another searched knob, a chain past every chain measured);
+  never launched (a topk, a value of another searched knob, a chain past every chain measured),
+  and one run would tell more than the model knows (`worth_screening`): where the model is surer
+  than a run, the screen cannot change what comes next, and the launch is in full at once;
 - exploration: a share `explore` of proposals (each trial number decides, from the seed) is an
   unmeasured configuration drawn uniformly, whatever the model thinks, so a wrong model meets
   data it did not choose.
@@ -43,6 +45,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial
 
 from harness.sglang.speculative import forced_draft_tokens
+from sweep.study.model.cost import UNKNOWN_NOISE
 from sweep.study.model.knowledge import Knowledge
 from sweep.study.model.predict import Config, Target, target_for
 from sweep.study.space import DRAFT, STEPS, TOPK, Param, SearchSpace
@@ -176,12 +179,13 @@ class ModelSampler(BaseSampler):
         # Screened (one run, and it stays a candidate) when it is probably not the answer (its
         # median below the best measured value: in full, or before any, screened), or when its
         # prediction is extrapolated (`unmeasured_form`: a first tree's sibling factor and cost
-        # term are the prior's, not data). A configuration screened once is measured in full
-        # the next time.
+        # term are the prior's, not data), and only when a run would tell more than the model
+        # knows. A configuration screened once is measured in full the next time.
         pick = state.candidates[i]
         extrapolated = state.unmeasured_form(pick)
         doubtful = (best is not None and mid < best) or extrapolated
-        screen = self.screen and doubtful and pick not in state.screened
+        informative = worth_screening(draws[:, i])
+        screen = self.screen and doubtful and informative and pick not in state.screened
         why = None
         if screen:
             why = (
@@ -212,6 +216,16 @@ class ModelSampler(BaseSampler):
             values[DRAFT] = min(max(d, int(dist.low)), int(dist.high))
         values.update({n: v for n, v in config.others if n in search_space})
         return values
+
+
+def worth_screening(draws: np.ndarray) -> bool:
+    """Whether one run of a configuration tells more than the model's draws for it: their
+    spread wider than the run's (UNKNOWN_NOISE of the median). Then the run outweighs the model
+    where they are combined (`anchored`) and may turn the decision; where the model is surer,
+    the configuration screened is the one launched in full next anyway (traced on the landscape
+    family's flat tops: screen, then in full, four times in one search), and the screen's
+    GPU-hours are lost."""
+    return float(np.std(draws)) > UNKNOWN_NOISE * float(np.median(draws))
 
 
 def model_sampler(sampler) -> ModelSampler | None:
