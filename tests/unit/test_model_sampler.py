@@ -5,6 +5,7 @@ the console's line, and the refusals."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import optuna
@@ -15,14 +16,15 @@ from benchmarks._search_arms import BY_NAME, run_arm
 from benchmarks._search_landscape import SETUPS, Landscape, Oracle
 from benchmarks._search_sim import Simulation
 from harness.errors import ConfigError
-from harness.record.results import Outcome, TrialResult
+from harness.record.results import Outcome, RunSummary, TrialResult
 from sweep.study.model import stopping
-from sweep.study.model.knowledge import anchored
+from sweep.study.model.knowledge import Knowledge, anchored
+from sweep.study.model.observations import UNKNOWN_NOISE
 from sweep.study.model.predict import Config, configurations
 from sweep.study.model.sampler import ModelSampler, model_sampler, worth_screening
 from sweep.study.model.watch import Forecast, ModelWatch
 from sweep.study.objective import Objective
-from sweep.study.space import SearchSpace
+from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
 from sweep.sweeper import check_search
 
 BASE = OmegaConf.to_container(OmegaConf.load("conf/search/eagle3_five.yaml"), resolve=True)
@@ -119,20 +121,39 @@ def test_a_screened_configuration_is_predicted_from_its_own_run_too():
     rng = np.random.default_rng(0)
     configs = [Config((2, 2, 4), ()), Config((3, 1, 4), ())]
     unsure = rng.normal(100.0, 10.0, size=(4096, 2))
-    out = anchored(unsure, configs, {configs[0]: 130.0})
+    out = anchored(unsure, configs, {configs[0]: 130.0}, 0.05)
     # model N(100, 10^2) and one run N(130, 6.5^2): the combined mean ~121, its spread ~5.4
     assert out[:, 0].mean() == pytest.approx(121.1, abs=0.5)
     assert out[:, 0].std() == pytest.approx(5.45, abs=0.3)
     assert np.array_equal(out[:, 1], unsure[:, 1])  # not screened: the model's draws
     sure = rng.normal(100.0, 0.5, size=(4096, 2))
-    moved = anchored(sure, configs, {configs[0]: 130.0})[:, 0].mean() - sure[:, 0].mean()
+    moved = anchored(sure, configs, {configs[0]: 130.0}, 0.05)[:, 0].mean() - sure[:, 0].mean()
     assert 0 < moved < 0.5  # a model sure of itself barely moves for one noisy run
+    quiet = anchored(unsure, configs, {configs[0]: 130.0}, 0.02)[:, 0].mean()
+    assert quiet == pytest.approx(128.1, abs=0.5)  # on a quiet box (2%: 2.6) the run decides
 
 
 def test_a_screen_is_spent_only_where_one_run_tells_more_than_the_model():
     rng = np.random.default_rng(0)
-    assert worth_screening(rng.normal(100.0, 10.0, 4096))  # spread 10% > a run's 5%
-    assert not worth_screening(rng.normal(100.0, 2.0, 4096))  # the model is surer than a run
+    assert worth_screening(rng.normal(100.0, 10.0, 4096), 0.05)  # spread 10% > a run's 5%
+    assert not worth_screening(rng.normal(100.0, 2.0, 4096), 0.05)  # the model is surer
+    assert worth_screening(rng.normal(100.0, 3.0, 4096), 0.02)  # not than a run on a quiet box
+
+
+def test_a_run_is_worth_what_the_box_measures_not_a_constant(unreachable):
+    """The study's full launches carry their runs' spread: the simulated box's runs stray about
+    3.3% (3% sampling, the drift's run mean), and a search that has measured several launches in
+    full weighs a screened run by that, not by the 5% it assumes before any."""
+    _, study = unreachable
+    sampler = model_sampler(study.sampler)
+    space = sampler.infer_relative_search_space(study, study.trials[0])
+    others = tuple(sorted(n for n in space if n not in (STEPS, TOPK, DRAFT)))
+    knows = Knowledge(study.get_trials(deepcopy=False), others, -1, sampler)
+    full = [t for t in study.trials if t.state.name == "COMPLETE" and "metric" in t.user_attrs]
+    assert len(full) >= 4
+    assert 0.025 < knows.noise < 0.045  # pooled with the 5% assumed, worth one launch
+    first = Knowledge(study.get_trials(deepcopy=False)[:2], others, 2, sampler)
+    assert first.noise == UNKNOWN_NOISE  # the opening's screened runs have no interval
 
 
 def test_a_doubtful_proposal_the_model_is_sure_of_is_launched_in_full(unreachable):
@@ -272,6 +293,8 @@ def test_a_screened_trial_is_not_a_duplicate_and_keeps_what_the_model_fits():
         result = TrialResult("t", "trial", Outcome.PRUNED, "sim", True, 1.0, dict(values))
         result.metrics = {"tok_s": 80.0, "accept_len_c1": 2.1, "decode_tok_s_c1": 80.0}
         result.step_histograms = [StepHistogram(1, [0.6, 0.35, 0.2], 900, source="server")]
+        result.runs = [RunSummary(1, 1, 3, 0, 6144, 80.0, 79.0, 80.0, 0.1, 2.1, "server")]
+        result.runs.append(replace(result.runs[0], run=2, incomplete=True))  # not counted
         result.warnings = warnings
         driver.tell(trial, candidate, result, None)
         return study.trials[-1]
@@ -279,6 +302,7 @@ def test_a_screened_trial_is_not_a_duplicate_and_keeps_what_the_model_fits():
     screened = told(["screened"])
     assert screened.user_attrs["screened"] is True
     assert screened.user_attrs["model_obs"]["levels"]["1"]["at_least"] == [0.6, 0.35, 0.2]
+    assert screened.user_attrs["model_obs"]["levels"]["1"]["runs"] == 1
     assert driver.verdict(candidate).action == "launch"  # may be measured in full
     told([])  # stopped early by the prune bound: the study knows it
     assert driver.verdict(candidate).action == "duplicate"

@@ -3,13 +3,22 @@ step-cost posterior, and the objective predicted with an interval."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from harness.record.stats import t975
 from sweep.study.model.acceptance import RHO, AcceptanceModel, Measured, tau_of, tree_levels
 from sweep.study.model.cost import CostModel, CostPoint, features
-from sweep.study.model.observations import Level, Observation
+from sweep.study.model.observations import (
+    UNKNOWN_DF,
+    UNKNOWN_NOISE,
+    Level,
+    Observation,
+    run_noise,
+)
 from sweep.study.model.predict import Config, Predictor, Target, configurations, target_for
 from sweep.study.objective import Objective
 from sweep.study.space import SearchSpace
@@ -160,3 +169,22 @@ def test_pareto_objectives_have_no_single_prediction():
     assert target_for(Objective("weighted_throughput", 64, levels=[1, 8])) == Target(
         (1, 8), (0.5, 0.5), "output"
     )
+
+
+def _launch(spread: float | None, runs: int, speed: float = 100.0) -> Observation:
+    """A chain measured with `runs` runs whose spread is `spread` (None: one run, no interval)."""
+    ci = None if spread is None else t975(runs - 1) * spread * speed / math.sqrt(runs)
+    level = Level(2.0, speed, ci, speed, ci, runs=runs)
+    return Observation(0, 3, 1, 4, (), None, {1: level})
+
+
+def test_a_runs_spread_is_read_from_the_launches_intervals_and_pooled_by_their_runs():
+    assert run_noise([], (1,), "decode") == UNKNOWN_NOISE  # nothing measured: the assumption
+    assert run_noise([_launch(None, 1)], (1,), "decode") == UNKNOWN_NOISE  # one run: no interval
+    assert _launch(0.02, 5).levels[1].run_spread("decode") == pytest.approx(0.02)
+    ten = [_launch(0.02, 5) for _ in range(10)]  # 40 degrees of freedom at 2%, the prior's 4 at 5%
+    pooled = math.sqrt((UNKNOWN_DF * UNKNOWN_NOISE**2 + 40 * 0.02**2) / (UNKNOWN_DF + 40))
+    assert run_noise(ten, (1,), "decode") == pytest.approx(pooled)
+    loud = [_launch(0.10, 21) for _ in range(10)]  # a noisy box (+-10% runs) is read as one
+    assert run_noise(loud, (1,), "decode") == pytest.approx(0.099, abs=0.001)
+    assert run_noise(ten, (8,), "output") == UNKNOWN_NOISE  # not the objective's level

@@ -30,7 +30,6 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 Shape = tuple[int, int, int]
-UNKNOWN_NOISE = 0.05  # relative noise of a speed measured without an interval (one run)
 GIBBS_SWEEPS = 30
 FLAT = 100.0  # c0's prior spread in units of the slowest t: flat where the data can reach
 

@@ -17,8 +17,7 @@ import numpy as np
 from optuna.trial import FrozenTrial, TrialState
 
 from sweep.study.model import observations
-from sweep.study.model.cost import UNKNOWN_NOISE
-from sweep.study.model.observations import SCREENED
+from sweep.study.model.observations import SCREENED, run_noise
 from sweep.study.model.predict import Config, Predictor, Target, configurations
 from sweep.study.space import STEPS, SearchSpace
 
@@ -66,6 +65,8 @@ class Knowledge:
             for i, o in enumerate(observations.read(study.transferred, others))
         ]
         self.observations = own + earlier
+        # how far one run strays on this box: what a screened run is worth against the model
+        self.noise = run_noise(self.observations, study.target.levels, study.target.speed)
         self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
         self.screened = {Config(o.shape, o.others) for o in own if o.screened}
         self.screened_values = screened_values(trials, own, study.objective.metrics[0])
@@ -102,13 +103,14 @@ class Knowledge:
                 self.space,
                 others,
                 seed=study.seed + max(number, 0),
+                noise=self.noise,
             )
 
     def draws(self, configs: list[Config]) -> np.ndarray:
         """The predictor's objective draws, those of screened configurations anchored to their
         own run (`anchored`)."""
         assert self.predictor is not None
-        return anchored(self.predictor.samples(configs), configs, self.screened_values)
+        return anchored(self.predictor.samples(configs), configs, self.screened_values, self.noise)
 
     def opening(self) -> Config | None:
         """Chains until two lengths are tried (here, as a prior, or in an earlier study): the
@@ -186,20 +188,23 @@ def screened_values(trials: list[FrozenTrial], own, metric: str) -> dict[Config,
     }
 
 
-def anchored(draws: np.ndarray, configs: list[Config], values: dict[Config, float]) -> np.ndarray:
+def anchored(
+    draws: np.ndarray, configs: list[Config], values: dict[Config, float], noise: float
+) -> np.ndarray:
     """Draws for the configurations already screened, combined with their one-run value: the
     draws' mean and variance (the model's estimate and its uncertainty) and the run (its
-    spread UNKNOWN_NOISE) as two normal estimates weighted by precision, the draws shifted to
-    the combined mean and shrunk to its spread. Where the model's form misses (siblings that do
-    not share one factor, a step cost that is not linear), the configuration's own measurement
-    then corrects it; where the model is sure, one noisy run barely moves it."""
+    relative spread `noise`, `observations.run_noise`) as two normal estimates weighted by
+    precision, the draws shifted to the combined mean and shrunk to its spread. Where the
+    model's form misses (siblings that do not share one factor, a step cost that is not linear),
+    the configuration's own measurement then corrects it; where the model is sure, one noisy run
+    barely moves it."""
     out = draws.copy()
     for i, config in enumerate(configs):
         y = values.get(config)
         if y is None:
             continue
         m, vm = float(out[:, i].mean()), float(out[:, i].var())
-        vy = (UNKNOWN_NOISE * y) ** 2
+        vy = (noise * y) ** 2
         w = vy / (vm + vy) if vm + vy > 0 else 1.0  # the model's weight
         out[:, i] = w * m + (1 - w) * y + (out[:, i] - m) * np.sqrt(w)
     return out

@@ -3,23 +3,34 @@
 The driver writes `model_obs` when it tells a trial that ran (ok or stopped early): per measured
 level, the accept length (tokens per verify step, `accept_len_c<C>`), P(>=k) with its step count
 (`harness.record.results.StepHistogram`), and the speeds the objectives read (decode tok/s per
-user, output tok/s over all streams) with their 95% half-widths; and how long the launch took
-(start-up, then the benchmark). Everything the model fits is read back from the study, so a
-resumed sweep or another worker fits the same model.
+user, output tok/s over all streams) with their 95% half-widths and the runs behind them; and how
+long the launch took (start-up, then the benchmark). Everything the model fits is read back from
+the study, so a resumed sweep or another worker fits the same model.
+
+`run_noise` reads from those intervals how far one run strays on this box: what a screened
+launch's single run is worth against the model (`knowledge.anchored`, `sampler.worth_screening`,
+the cost fit).
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.results import Outcome, TrialResult
+from harness.record.stats import t975
 
 ATTR = "model_obs"
 SCREENED = "screened"  # the trial attribute (and result warning) of a one-run screening launch
+# A run's relative spread before the study has measured one (a launch of one run has no
+# interval); on the seeds' boxes single runs strayed +-10%, about two of these.
+UNKNOWN_NOISE = 0.05
+UNKNOWN_DF = 4  # its weight in `run_noise`: one launch of the default benchmark.runs=5
 _TAU = re.compile(r"^accept_len_c\d+$")
 _MEASURED = (Outcome.OK, Outcome.PRUNED)
 
@@ -35,10 +46,19 @@ class Level:
     output_ci: float | None
     at_least: tuple[float, ...] = ()  # P(>=1), P(>=2), ... (empty: not recorded)
     steps: int = 0  # verify steps behind at_least
+    runs: int = 0  # complete runs behind the speeds and their intervals (0: not recorded)
 
     def speed(self, field_name: str) -> tuple[float | None, float | None]:
         """(value, 95% half-width) of `decode` or `output`."""
         return getattr(self, field_name), getattr(self, f"{field_name}_ci")
+
+    def run_spread(self, field_name: str) -> float | None:
+        """One run's relative standard deviation, from the 95% half-width of the mean of `runs`
+        runs (Student t), or None when no interval or run count was recorded."""
+        value, ci = self.speed(field_name)
+        if not value or ci is None or not math.isfinite(ci) or self.runs < 2:
+            return None
+        return ci / t975(self.runs - 1) * math.sqrt(self.runs) / value
 
 
 @dataclass(frozen=True)
@@ -68,6 +88,7 @@ def observation_attrs(result: TrialResult) -> dict[str, Any] | None:
     hists = {h.concurrency: h for h in result.step_histograms if h.at_least}
     levels: dict[str, dict[str, Any]] = {}
     measured = sorted(int(k.removeprefix("accept_len_c")) for k in m if _TAU.match(k))
+    runs = [r for r in result.runs if not r.incomplete]  # as the means and intervals count them
     for c in measured:
         tau = m[f"accept_len_c{c}"]
         hist = hists.get(c)
@@ -79,6 +100,7 @@ def observation_attrs(result: TrialResult) -> dict[str, Any] | None:
             "output_ci": m.get(f"output_tok_s_c{c}_ci95"),
             "at_least": list(hist.at_least) if hist else [],
             "steps": hist.steps if hist else 0,
+            "runs": sum(r.concurrency == c for r in runs),
         }
     if not levels:
         return None
@@ -107,6 +129,7 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
                 output_ci=v.get("output_ci"),
                 at_least=tuple(v.get("at_least") or ()),
                 steps=int(v.get("steps") or 0),
+                runs=int(v.get("runs") or 0),
             )
             for c, v in data["levels"].items()
         }
@@ -126,3 +149,21 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
             )
         )
     return out
+
+
+def run_noise(observations: Sequence[Observation], levels: Sequence[int], speed: str) -> float:
+    """One run's relative spread on this box: the runs' variances pooled over every launch
+    measured with an interval at the objective's levels (each weighted by its degrees of
+    freedom), with UNKNOWN_NOISE counted as one more launch of UNKNOWN_DF (a study's first
+    launch alone is a rough estimate: four degrees of freedom put its spread anywhere in
+    0.6-1.7x). The spread within a launch; a server that starts a few percent off from the last
+    adds to it, which the measured intervals cannot see."""
+    weighted, df = UNKNOWN_DF * UNKNOWN_NOISE**2, UNKNOWN_DF
+    for o in observations:
+        for c in levels:
+            level = o.levels.get(c)
+            spread = level.run_spread(speed) if level is not None else None
+            if spread is not None:
+                weighted += (level.runs - 1) * spread**2
+                df += level.runs - 1
+    return math.sqrt(weighted / df)

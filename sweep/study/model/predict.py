@@ -21,8 +21,8 @@ import numpy as np
 from harness.sglang.speculative import draft_tree_capacity, forced_draft_tokens
 from sweep.study.memory import objective_levels
 from sweep.study.model.acceptance import AcceptanceModel, Measured
-from sweep.study.model.cost import UNKNOWN_NOISE, CostModel, CostPoint, features
-from sweep.study.model.observations import Observation
+from sweep.study.model.cost import CostModel, CostPoint, features
+from sweep.study.model.observations import UNKNOWN_NOISE, Observation
 from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
 
 SAMPLES = 256
@@ -102,8 +102,11 @@ class Predictor:
         space: SearchSpace,
         others: tuple[str, ...] = (),
         seed: int = 0,
+        noise: float = UNKNOWN_NOISE,
     ):
+        # noise: one run's relative spread (`observations.run_noise`), a screened trial's weight
         self.target, self.space, self.others = target, space, others
+        self.noise = noise
         self.rng = np.random.default_rng(seed)
         self.depth = int(space.params[STEPS].high)
         self.indicators = _indicator_levels(space, others)
@@ -128,7 +131,7 @@ class Predictor:
             by_drafter.setdefault(drafter, []).append(
                 Measured(o.shape, level.tau, level.at_least, level.steps)
             )
-            rel = ci / 1.96 / speed if ci and math.isfinite(ci) else UNKNOWN_NOISE
+            rel = ci / 1.96 / speed if ci and math.isfinite(ci) else self.noise
             x = features(o.shape, o.others, self.indicators)
             points.append(CostPoint(x, level.tau / speed, rel))
         if not points:

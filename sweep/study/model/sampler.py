@@ -45,7 +45,6 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial
 
 from harness.sglang.speculative import forced_draft_tokens
-from sweep.study.model.cost import UNKNOWN_NOISE
 from sweep.study.model.knowledge import Knowledge
 from sweep.study.model.predict import Config, Target, target_for
 from sweep.study.space import DRAFT, STEPS, TOPK, Param, SearchSpace
@@ -184,7 +183,7 @@ class ModelSampler(BaseSampler):
         pick = state.candidates[i]
         extrapolated = state.unmeasured_form(pick)
         doubtful = (best is not None and mid < best) or extrapolated
-        informative = worth_screening(draws[:, i])
+        informative = worth_screening(draws[:, i], state.noise)
         screen = self.screen and doubtful and informative and pick not in state.screened
         why = None
         if screen:
@@ -218,14 +217,14 @@ class ModelSampler(BaseSampler):
         return values
 
 
-def worth_screening(draws: np.ndarray) -> bool:
+def worth_screening(draws: np.ndarray, noise: float) -> bool:
     """Whether one run of a configuration tells more than the model's draws for it: their
-    spread wider than the run's (UNKNOWN_NOISE of the median). Then the run outweighs the model
-    where they are combined (`anchored`) and may turn the decision; where the model is surer,
-    the configuration screened is the one launched in full next anyway (traced on the landscape
-    family's flat tops: screen, then in full, four times in one search), and the screen's
-    GPU-hours are lost."""
-    return float(np.std(draws)) > UNKNOWN_NOISE * float(np.median(draws))
+    spread wider than the run's (`noise` of the median: the box's, `observations.run_noise`).
+    Then the run outweighs the model where they are combined (`anchored`) and may turn the
+    decision; where the model is surer, the configuration screened is the one launched in full
+    next anyway (traced on the landscape family's flat tops: screen, then in full, four times in
+    one search), and the screen's GPU-hours are lost."""
+    return float(np.std(draws)) > noise * float(np.median(draws))
 
 
 def model_sampler(sampler) -> ModelSampler | None:

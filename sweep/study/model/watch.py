@@ -71,13 +71,14 @@ class ModelWatch:
         ]
         if not obs:
             return None
-        predictor = Predictor(obs, self.target, self.space, others, seed=trial.number)
+        noise = observations.run_noise(obs, self.target.levels, self.target.speed)
+        predictor = Predictor(obs, self.target, self.space, others, seed=trial.number, noise=noise)
         if not predictor.ready:
             return None
         shape = (candidate.steps, candidate.topk, candidate.draft_tokens or candidate.steps + 1)
         config = Config(shape, tuple((n, trial.params.get(n)) for n in others))
         screened = screened_values(trials, own, self.objective.metrics[0])
-        draws = anchored(predictor.samples([config]), [config], screened)[:, 0]
+        draws = anchored(predictor.samples([config]), [config], screened, noise)[:, 0]
         low, mid, high = np.percentile(draws, [2.5, 50, 97.5])
         proposal = sampler.proposals.get(trial.number) if sampler is not None else None
         reason = proposal.reason if proposal is not None else None
