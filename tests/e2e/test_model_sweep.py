@@ -54,6 +54,10 @@ def test_the_opening_is_screened_and_every_measurement_has_the_model_beside_it(t
     assert [t.number for t in screened][:2] == [0, 1]
     assert all(t.state is optuna.trial.TrialState.PRUNED for t in screened)
     assert all(len(t.user_attrs["model_obs"]["levels"]["1"]["at_least"]) for t in screened)
+    # the runs behind each level, from the harness's own run records (`run_noise` counts them)
+    assert all(t.user_attrs["model_obs"]["levels"]["1"]["runs"] == 1 for t in screened)
+    full = [t for t in study.trials if t.state is optuna.trial.TrialState.COMPLETE]
+    assert full and all(t.user_attrs["model_obs"]["levels"]["1"]["runs"] >= 2 for t in full)
     best = out.split("Best: ")[1].split(" ")[0]
     assert best not in ("trial_0000", "trial_0001")  # a screened trial is never the answer
 
