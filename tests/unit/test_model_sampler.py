@@ -17,6 +17,7 @@ from benchmarks._search_landscape import SETUPS, Landscape, Oracle
 from benchmarks._search_sim import Simulation
 from harness.errors import ConfigError
 from harness.record.results import Outcome, RunSummary, TrialResult
+from sweep.study.candidates import Candidate
 from sweep.study.model import stopping
 from sweep.study.model.knowledge import Knowledge, anchored
 from sweep.study.model.observations import UNKNOWN_NOISE
@@ -250,6 +251,33 @@ def test_the_console_puts_the_prediction_beside_the_measurement():
         "(proposed: the most expected gain per GPU-hour; screened: extrapolated past what is "
         "measured)" in screened
     )
+
+
+def _before(study, number: int, sampler) -> optuna.Study:
+    """A study holding `study`'s trials before `number`, sampled by `sampler`."""
+    copy = optuna.create_study(sampler=sampler, directions=study.directions)
+    copy.add_trials([t for t in study.get_trials(deepcopy=True) if t.number < number])
+    return copy
+
+
+def test_the_console_forecasts_what_the_model_knows_whatever_the_sampler():
+    """The line beside each measurement reads the study as the model sampler would (its
+    observations, run noise and screened runs: `Knowledge`), so a TPE sweep's console shows the
+    same prediction a model-sampled sweep's would for the same trials, fitted to each measured
+    trial before the launch."""
+    _, study = _search(optimum=1e9, arm="specsweep", budget=8)
+    last = study.get_trials(deepcopy=False)[-1]
+    candidate = Candidate.from_dict(last.user_attrs["candidate"])
+    objective = Objective("tok_s", 64)
+    watch = ModelWatch(SPACE, objective)
+    tpe = watch.forecast(_before(study, last.number, optuna.samplers.TPESampler()), last, candidate)
+    model = ModelSampler(SPACE, objective, seed=0)
+    own = watch.forecast(_before(study, last.number, model), last, candidate)
+    assert tpe is not None and own is not None
+    assert (tpe.mean, tpe.low, tpe.high) == (own.mean, own.low, own.high)
+    assert tpe.low < tpe.mean < tpe.high
+    measured = [t for t in study.trials[:-1] if t.user_attrs.get("model_obs")]
+    assert tpe.trials == len(measured) >= 5 and tpe.reason is None
 
 
 def test_transfer_starts_a_new_study_from_an_earlier_one_with_the_same_setup(unreachable):

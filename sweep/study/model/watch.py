@@ -10,7 +10,7 @@ stopping rule (`stopping`) is checked before each launch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from optuna.study import Study
@@ -18,10 +18,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.results import Outcome, TrialResult
 from sweep.study.candidates import Candidate
-from sweep.study.model import observations, stopping
-from sweep.study.model.knowledge import anchored, screened_values
-from sweep.study.model.predict import Config, Predictor, target_for
-from sweep.study.model.sampler import model_sampler
+from sweep.study.model import stopping
+from sweep.study.model.knowledge import Knowledge
+from sweep.study.model.predict import Config, Target, target_for
+from sweep.study.model.sampler import ModelSampler, model_sampler
 from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
 
 _SPEC = (STEPS, TOPK, DRAFT)
@@ -57,35 +57,27 @@ class ModelWatch:
         )
 
     def forecast(self, study: Study, trial: FrozenTrial, candidate: Candidate) -> Forecast | None:
-        """The model's prediction for the trial about to launch (None: nothing to fit yet)."""
+        """The model's prediction for the trial about to launch (None: nothing to fit yet): what
+        the model sampler would know (`Knowledge`, the same observations, run noise and anchored
+        screens), fitted whatever the study's sampler is."""
         if not self.usable or candidate.steps is None or candidate.topk is None:
             return None
         assert self.target is not None
         others = self.others(study)
-        trials = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
         sampler = model_sampler(study.sampler)
-        earlier = sampler.transferred if sampler is not None else []
-        own = observations.read(trials, others)
-        obs = own + [  # numbered apart from this study's trials
-            replace(o, number=-1 - i) for i, o in enumerate(observations.read(earlier, others))
-        ]
-        if not obs:
-            return None
-        noise = observations.run_noise(obs, self.target.levels, self.target.speed)
-        predictor = Predictor(obs, self.target, self.space, others, seed=trial.number, noise=noise)
-        if not predictor.ready:
+        known = _Watched(self.space, self.objective, self.target, sampler)
+        state = Knowledge(study.get_trials(deepcopy=False), others, trial.number, known)
+        if state.predictor is None or not state.predictor.ready:
             return None
         shape = (candidate.steps, candidate.topk, candidate.draft_tokens or candidate.steps + 1)
         config = Config(shape, tuple((n, trial.params.get(n)) for n in others))
-        screened = screened_values(trials, own, self.objective.metrics[0])
-        draws = anchored(predictor.samples([config]), [config], screened, noise)[:, 0]
-        low, mid, high = np.percentile(draws, [2.5, 50, 97.5])
+        low, mid, high = np.percentile(state.draws([config])[:, 0], [2.5, 50, 97.5])
         proposal = sampler.proposals.get(trial.number) if sampler is not None else None
         reason = proposal.reason if proposal is not None else None
         why = proposal.why_screened if proposal is not None else None
-        n = len(predictor.observations)
-        earlier_n = sum(o.number < 0 for o in predictor.observations)
-        return Forecast(float(mid), float(low), float(high), n, reason, earlier_n, why)
+        fitted = state.predictor.observations
+        earlier_n = sum(o.number < 0 for o in fitted)
+        return Forecast(float(mid), float(low), float(high), len(fitted), reason, earlier_n, why)
 
     def screens(self, study: Study, trial: FrozenTrial) -> bool:
         """Whether the model sampler proposed this trial as a one-run screening launch."""
@@ -138,6 +130,23 @@ class ModelWatch:
                 "GPU-hours at this study's mean launch)"
             )
         return f"{decision.line(self.unit)}; the sweep stops here, {what}"
+
+
+@dataclass(frozen=True)
+class _Watched:
+    """What `Knowledge` reads of a study (`knowledge.StudyModel`) when the sampler is not the
+    model's: its seed is 0, so the fit's draws are seeded by the trial number alone, as the
+    model sampler's are at search.seed=0; an earlier study's trials only with the model sampler."""
+
+    space: SearchSpace
+    objective: object
+    target: Target
+    sampler: ModelSampler | None
+    seed: int = 0
+
+    @property
+    def transferred(self) -> list[FrozenTrial]:
+        return self.sampler.transferred if self.sampler is not None else []
 
 
 _REASONS = {
