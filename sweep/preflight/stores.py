@@ -4,6 +4,7 @@ the Optuna study (its objective and search space against this sweep's)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -43,9 +44,7 @@ def check_tracking(cfg: DictConfig) -> list[Check]:
     results = Path(cfg.tracking.dir).resolve()
     try:
         results.mkdir(parents=True, exist_ok=True)
-        probe = results / ".preflight-write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        write_probe(results)
         checks.append(Check("results dir", "pass", f"{results} is writable"))
     except OSError as exc:
         checks.append(
@@ -64,6 +63,16 @@ def check_tracking(cfg: DictConfig) -> list[Check]:
         checks.append(check_sqlite("mlflow", resolve_sqlite_uri(uri), "tracking.mlflow_uri"))
     checks.append(check_study(cfg))
     return checks
+
+
+def write_probe(folder: Path) -> None:
+    """Create and remove a file in `folder` (OSError when it cannot be written). The name is this
+    call's own: the workers of one sweep check the same folder at the same moment, and with one
+    shared name a worker removed another's probe before that one could ("No such file or
+    directory": its preflight failed)."""
+    fd, name = tempfile.mkstemp(prefix=".preflight-write-test-", dir=folder)
+    os.close(fd)
+    os.unlink(name)
 
 
 def sqlite_folder_problem(uri: str) -> str | None:
