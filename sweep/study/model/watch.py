@@ -21,7 +21,7 @@ from sweep.study.candidates import Candidate
 from sweep.study.model import stopping
 from sweep.study.model.knowledge import Knowledge
 from sweep.study.model.predict import Config, Target, target_for
-from sweep.study.model.sampler import ModelSampler, model_sampler
+from sweep.study.model.sampler import model_sampler
 from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
 
 _SPEC = (STEPS, TOPK, DRAFT)
@@ -65,7 +65,8 @@ class ModelWatch:
         assert self.target is not None
         others = self.others(study)
         sampler = model_sampler(study.sampler)
-        known = _Watched(self.space, self.objective, self.target, sampler)
+        earlier = sampler.transferred if sampler is not None else []
+        known = _Watched(self.space, self.objective, self.target, earlier)
         state = Knowledge(study.get_trials(deepcopy=False), others, trial.number, known)
         if state.predictor is None or not state.predictor.ready:
             return None
@@ -134,19 +135,15 @@ class ModelWatch:
 
 @dataclass(frozen=True)
 class _Watched:
-    """What `Knowledge` reads of a study (`knowledge.StudyModel`) when the sampler is not the
-    model's: its seed is 0, so the fit's draws are seeded by the trial number alone, as the
-    model sampler's are at search.seed=0; an earlier study's trials only with the model sampler."""
+    """What `Knowledge` reads of a study (`knowledge.StudyModel`), whatever its sampler: seed 0,
+    so the fit's draws are seeded by the trial number alone, as the model sampler's are at
+    search.seed=0; earlier studies' trials are the model sampler's (transfer), else none."""
 
     space: SearchSpace
     objective: object
     target: Target
-    sampler: ModelSampler | None
+    transferred: list[FrozenTrial]
     seed: int = 0
-
-    @property
-    def transferred(self) -> list[FrozenTrial]:
-        return self.sampler.transferred if self.sampler is not None else []
 
 
 _REASONS = {
