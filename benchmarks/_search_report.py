@@ -5,6 +5,9 @@ per landscape set, specsweep against the strongest arm that is not specsweep.
 (ties: fewer median launches). specsweep+priors is compared with the best of every other arm
 (the priors included, since random+priors and tpe+priors are given them too); specsweep without
 priors with the best other arm without priors. A ratio above 1 means specsweep needed more.
+The reference arms (`clairvoyant`, `opening+clairvoyant`: floors that know the landscape, not
+searches) are never the best other arm; they are compared as specsweep without priors is, so
+their ratio is the least a search could read against the same opponent.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, 
 Reached = tuple[int, float] | None  # (launches, GPU-hours) at 2%, None: censored
 # specsweep's arms and whether each is compared with the arms given the priors too
 OURS = (("specsweep+priors", True), ("specsweep", False), ("model+priors", True), ("model", False))
+FLOORS = (("clairvoyant", False), ("opening+clairvoyant", False))
 
 
 def summarize_landscape(label: str, optimum: float, runs: dict[str, list[Reached]]) -> dict:
@@ -52,6 +56,7 @@ def _best_other(by: dict[str, dict], priors: bool) -> str | None:
         r
         for name, r in by.items()
         if not BY_NAME[name].specsweep
+        and not BY_NAME[name].reference
         and (priors or not BY_NAME[name].priors)
         and r["seeds"] == seeds
     ]
@@ -62,7 +67,7 @@ def _best_other(by: dict[str, dict], priors: bool) -> str | None:
 
 def verdict(runs: dict[str, list[Reached]], by: dict[str, dict]) -> dict:
     out = {}
-    for ours, priors in OURS:
+    for ours, priors in OURS + FLOORS:
         if ours not in by:
             continue
         best = _best_other(by, priors)
@@ -93,7 +98,7 @@ def summarize_set(landscapes: list[dict]) -> dict:
             for name, v in per_arm.items()
         },
     }
-    for ours, _ in OURS:
+    for ours, _ in OURS + FLOORS:
         ratios = [
             land["verdict"][ours]["gpu_hours_ratio"]
             for land in landscapes
@@ -173,7 +178,7 @@ def print_set(title: str, summary: dict) -> None:
     for name, v in summary["arm_vs_best_other"].items():
         table.add_row(name, fmt(v["median"]), fmt(v["worst_decile"]))
     _console().print(table)
-    for ours in ("specsweep+priors", "specsweep"):
+    for ours in ("specsweep+priors", "specsweep", "model+priors", "model", *dict(FLOORS)):
         if ours in summary:
             v = summary[ours]
             print(

@@ -46,6 +46,11 @@ SAMPLING_CV = 0.03
 DRIFT_STEP_S = 2.0  # the OU process is exact at any step; 2 s resolves its 20 s correlation
 
 
+def launch_tokens(kind: str) -> int:
+    """The output length a launch's requests ask for on a landscape of `kind`."""
+    return {"single": MAX_TOKENS, "multi": MULTI_TOKENS}.get(kind, DATAGEN_TOKENS)
+
+
 class Simulation:
     """One search on one landscape; tracks when a launch first came within 2% of the optimum."""
 
@@ -72,7 +77,7 @@ class Simulation:
         """One launch; `runs` below RUNS screens it (search.sampler=model's opening): the runs
         are measured, the result recorded as stopped early and marked `screened`."""
         self.runs = runs
-        tokens = {"single": MAX_TOKENS, "multi": MULTI_TOKENS}.get(self.land.kind, DATAGEN_TOKENS)
+        tokens = launch_tokens(self.land.kind)
         outcome, kind, tok_s, startup, pool = self.land.oracle.point(values, tokens)
         self.starts += 1
         self._drift = Drift(self.drift_sigma, self.rng.randrange(2**31))

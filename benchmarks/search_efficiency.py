@@ -44,7 +44,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import _search_family, _search_report  # noqa: E402
-from benchmarks._search_arms import ARMS, BY_NAME, grid_for, objective_for, run_arm  # noqa: E402
+from benchmarks._search_arms import (  # noqa: E402
+    ARMS,
+    BY_NAME,
+    cheapest_within,
+    grid_for,
+    objective_for,
+    run_arm,
+)
 from benchmarks._search_landscape import (  # noqa: E402
     LEVELS,
     SETUPS,
@@ -65,6 +72,7 @@ DATAGEN_PRIOR = {"mem_fraction_static": 0.85, "hicache_size": 0}  # where the se
 # Filled before the worker processes fork (they inherit it): landscape -> (land, optimum, cfg)
 _WORK: dict[str, tuple[Landscape, float, dict, list[dict]]] = {}
 _NEAR: dict[str, float] = {}  # landscape -> share of the configurations that start within 2%
+_CHEAPEST: dict[str, dict] = {}  # landscape -> the reference arms' answer (cheapest_within)
 _ARGS: argparse.Namespace | None = None
 
 
@@ -95,16 +103,21 @@ def search_config(kind: str, base: dict) -> dict:
     return {**base, "space": DATAGEN_SPACE, "enqueue": [DATAGEN_PRIOR], "enqueue_under_load": []}
 
 
-def prepare(label: str, setup, kind: str, base: dict) -> None:
+def prepare(label: str, setup, kind: str, base: dict, references: bool = False) -> None:
     cfg = search_config(kind, base)
     space = SearchSpace.from_config(OmegaConf.create(cfg["space"]))
     oracle = Oracle(setup)
     land = Landscape(kind, oracle)
-    truths = [land.true_value(p) for p in all_points(space)]
-    oracle.save()
+    points = all_points(space)
+    truths = [land.true_value(p) for p in points]
     started = [t for t in truths if t is not None]
     optimum = max(started)
     _NEAR[label] = round(sum(t >= 0.98 * optimum for t in started) / len(started), 4)
+    if references:
+        prior = (cfg.get("enqueue") or [{}])[0]
+        memory = {k: v for k, v in prior.items() if k in ("mem_fraction_static", "hicache_size")}
+        _CHEAPEST[label] = cheapest_within(land, optimum, points, memory)
+    oracle.save()
     _WORK[label] = (land, optimum, cfg, grid_for(space, objective_for(kind), cfg["memory"]))
 
 
@@ -118,7 +131,7 @@ def one_seed(task: tuple[str, int, tuple[str, ...]]) -> tuple[str, int, dict]:
     for name in arms:
         sim = Simulation(land, optimum, random.Random(seed), _ARGS.drift)
         t = time.monotonic()
-        run_arm(BY_NAME[name], sim, cfg, seed, _ARGS.budget, grid)
+        run_arm(BY_NAME[name], sim, cfg, seed, _ARGS.budget, grid, _CHEAPEST.get(label))
         out[name] = (sim.reached, sim.starts, sim.gpu_hours, time.monotonic() - t)
     return label, seed, out
 
@@ -151,6 +164,8 @@ def run_set(name: str, labels: list[str], arms: list[str], args) -> tuple[list[d
         runs = {a: v[: args.gp_seeds] if a == "gp" else v for a, v in results[label].items()}
         summaries.append(_search_report.summarize_landscape(label, _WORK[label][1], runs))
         summaries[-1]["share_within_2pct"] = _NEAR[label]
+        if label in _CHEAPEST:
+            summaries[-1]["cheapest_within_2pct"] = _CHEAPEST[label]
     return summaries, {a: round(s, 1) for a, s in cost.items()}
 
 
@@ -185,6 +200,10 @@ def main() -> None:
     assert isinstance(base, dict)
     base["memory"] = args.memory
     arms = [a for a in args.arms.split(",") if a]
+    unknown = [a for a in arms if a not in BY_NAME]
+    if unknown:
+        parser.error(f"--arms: unknown {', '.join(unknown)}; the arms are {', '.join(BY_NAME)}")
+    references = any(BY_NAME[a].reference for a in arms)
     noise = f"drift {args.drift:g} (corr {DRIFT_TIME_S:g} s), sampling {SAMPLING_CV:g} per run"
     report: dict = {
         "seeds": args.seeds,
@@ -206,7 +225,7 @@ def main() -> None:
         for kind in args.objectives.split(","):
             for name in args.profiles.split(","):
                 labels.append(f"{name} {kind}")
-                prepare(labels[-1], SETUPS[name], kind, base)
+                prepare(labels[-1], SETUPS[name], kind, base, references)
         sets.append(("profiles", labels))
     for name, n, shapes in (
         ("family", args.family, False),
@@ -219,7 +238,7 @@ def main() -> None:
         for setup, _constants in members:
             for kind in args.family_objectives.split(","):
                 labels.append(f"{setup.name} {kind}")
-                prepare(labels[-1], setup, kind, base)
+                prepare(labels[-1], setup, kind, base, references)
         sets.append((name, labels))
         report[name.replace("-", "_")] = {
             "seed": args.family_seed,

@@ -1,0 +1,99 @@
+"""The search benchmark's reference arms: floors that know the landscape. `clairvoyant` launches
+the cheapest configuration within 2% once, in full; `opening+clairvoyant` does so after the model
+sampler's own first two launches. They bound what any search (or any proposer that opens as the
+model sampler does) can spend, and are never the "best other arm" a search is judged against."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from omegaconf import OmegaConf
+
+from benchmarks._search_arms import BY_NAME, cheapest_within, effective_points, run_arm
+from benchmarks._search_landscape import SETUPS, Landscape, Oracle
+from benchmarks._search_report import summarize_landscape
+from benchmarks._search_sim import Simulation
+from sweep.study.space import SearchSpace
+
+BASE = OmegaConf.to_container(OmegaConf.load("conf/search/eagle3_five.yaml"), resolve=True)
+SPACE = SearchSpace.from_config(OmegaConf.create(BASE["space"]))
+PINNED = {"mem_fraction_static": 0.85, "hicache_size": 0}
+
+
+class Recorder(Simulation):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.launched: list[tuple[dict, int]] = []
+
+    def launch(self, values, early_stop=None, runs=5):
+        self.launched.append((dict(values), runs))
+        return super().launch(values, early_stop, runs)
+
+
+@pytest.fixture(scope="module")
+def landscape():
+    """H100 single-stream at the pinned fraction: few configurations within 2% (2.8%), so the
+    cheapest one is a real choice among several."""
+    land = Landscape("single", Oracle(SETUPS["h100_sxm"]))
+    points = [p | PINNED for p in effective_points(SPACE)]
+    truths = {i: land.true_value(p) for i, p in enumerate(points)}
+    optimum = max(t for t in truths.values() if t is not None)
+    return land, optimum, points
+
+
+def _cost(land, optimum, values, seed: int = 7) -> float:
+    sim = Simulation(land, optimum, random.Random(seed))
+    sim.launch(values)
+    return sim.gpu_hours
+
+
+def _run(arm: str, land, optimum, answer, seed: int = 0) -> Recorder:
+    sim = Recorder(land, optimum, random.Random(seed))
+    run_arm(BY_NAME[arm], sim, {**BASE, "memory": "auto"}, seed, 60, [], answer)
+    return sim
+
+
+def test_the_clairvoyant_launches_the_cheapest_answer_once_in_full(landscape):
+    land, optimum, points = landscape
+    answer = cheapest_within(land, optimum, points)
+    within = [p for p in points if (land.true_value(p) or 0) >= 0.98 * optimum]
+    assert answer in within and len(within) > 1
+    assert _cost(land, optimum, answer) == min(_cost(land, optimum, p) for p in within)
+    # the price does not depend on the noise: any seed pays the same for the same launch
+    assert _cost(land, optimum, answer, seed=1) == _cost(land, optimum, answer, seed=2)
+    sim = _run("clairvoyant", land, optimum, answer)
+    assert sim.launched == [(answer, 5)]
+    assert sim.reached == (1, pytest.approx(_cost(land, optimum, answer)))
+
+
+def test_the_opening_floor_is_the_model_samplers_own_opening_then_the_answer(landscape):
+    land, optimum, points = landscape
+    answer = cheapest_within(land, optimum, points)
+    for seed in (0, 3):
+        floor = _run("opening+clairvoyant", land, optimum, answer, seed)
+        model = _run("model", land, optimum, answer, seed)
+        assert floor.launched[:2] == model.launched[:2]  # the model's launches, as it made them
+        assert [runs for _, runs in floor.launched] == [1, 1, 5]  # two screened, then in full
+        assert floor.launched[2] == (answer, 5)
+        # no search of the model's reaches 2% for less than its opening and the answer
+        assert floor.reached is not None and model.reached is not None
+        assert floor.reached[1] <= model.reached[1] + 1e-9
+        assert floor.reached[1] > _run("clairvoyant", land, optimum, answer).reached[1]
+
+
+def test_a_floor_is_never_the_arm_a_search_is_judged_against():
+    runs = {
+        "model": [(3, 3.0)] * 10,
+        "random": [(4, 4.0)] * 10,
+        "clairvoyant": [(1, 1.0)] * 10,
+        "opening+clairvoyant": [(3, 2.0)] * 10,
+    }
+    verdict = summarize_landscape("x", 100.0, runs)["verdict"]
+    assert verdict["model"]["best_other"] == "random"
+    assert verdict["clairvoyant"] == {
+        "best_other": "random",
+        "gpu_hours_ratio": pytest.approx(0.25),
+        "ci95": (pytest.approx(0.25), pytest.approx(0.25)),
+    }
+    assert verdict["opening+clairvoyant"]["gpu_hours_ratio"] == pytest.approx(0.5)
