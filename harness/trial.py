@@ -44,6 +44,7 @@ from harness.server.process import FATAL_GRACE_S, Server
 from harness.server.procs import wait_until
 from harness.server.redact import recorded_argv, recorded_shell
 from harness.server.startup import StartupTracker, startup_phases
+from harness.sglang.attention import parse_default_line
 from harness.spec import TrialSpec
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ EFFECTIVE_KEYS = (
     "max_total_num_tokens",
     "tp_size",
     "cuda_visible_devices",
+    "attention_backend",  # chosen by SGLang when not given (harness.sglang.attention)
 )
 
 
@@ -213,6 +215,11 @@ def _read_effective_args(
     result.clock_scale = clock.scale
     result.startup_s = clock.seconds(ready_wall_s)
     result.effective = effective_params(info, gpus=result.gpus)
+    if result.effective.get("attention_backend") is None:
+        # 0.5.1.post3 chooses it in its TP workers and says which only in the log
+        chosen = parse_default_line(server.log_text())
+        if chosen is not None:
+            result.effective["attention_backend"] = chosen
     result.startup_phases = startup_phases(info)  # the server's own, on its clock
     return clock, info
 

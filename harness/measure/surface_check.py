@@ -58,6 +58,8 @@ NEEDS: tuple[Need, ...] = (
     Need(SERVER_INFO, "max_total_num_tokens", _EFFECTIVE + " and the KV pool (measure/memory.py)"),
     Need(SERVER_INFO, "tp_size", _EFFECTIVE),
     Need(SERVER_INFO, "disable_overlap_schedule", _EFFECTIVE),
+    # 0.5.1.post3 keeps it None (its workers choose and log it: harness.sglang.attention)
+    Need(SERVER_INFO, "attention_backend", _EFFECTIVE + " (else the log's default line)"),
     Need(SERVER_INFO, "enable_hierarchical_cache", _EFFECTIVE + " (hicache_size 0 when off)"),
     Need(SERVER_INFO, "hicache_size", _EFFECTIVE, only="hicache"),
     Need(SERVER_INFO, "cuda_graph_config", _EFFECTIVE + " (decode.max_bs)", surface="current"),

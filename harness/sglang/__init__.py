@@ -8,6 +8,7 @@ surfaces     the flag surfaces per version: flag names and accepted values, endp
 speculative  the speculative rules: the EAGLE family, the forced draft tokens, the request cap
              with speculation, the CUDA-graph batch sizes, refusals at start-up
 paging       the KV page size: SGLang's default per GPU and the MLA backends that force page 64
+attention    the attention backend SGLang picks when none is given, per version, and its line
 memory       the GPU memory defaults: mem_fraction_static when unset, the multimodal KV
              reservation, the "no GPU memory for the KV cache" refusal, per architecture
 adaptive     adaptive speculative decoding: SGLang's built-in step policy and the schema of an

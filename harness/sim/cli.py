@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.sglang import memory
+from harness.sglang import attention, memory
 from harness.sglang.speculative import (
     EAGLE_FAMILY,
     SPEC_MAX_RUNNING_REQUESTS,
@@ -25,6 +25,7 @@ from harness.sglang.speculative import (
     forced_draft_tokens,
 )
 from harness.sglang.surfaces import CURRENT, VERSIONS, Surface, surface
+from harness.sim.fraction_default import fraction_default
 from harness.sim.intake import REASONING
 from harness.sim.model.adaptive_args import resolve_adaptive
 from harness.sim.model.profiles import DRAFTERS, HARDWARE, TARGETS
@@ -205,49 +206,8 @@ class Resolved:
 
     args: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
-
-
-def _memory_default(
-    args: dict[str, Any], given_max_running: int | None, architecture: str, gpu_mib: float
-) -> float:
-    """0.5.23's fraction when --mem-fraction-static is unset (harness.sglang.memory), from the
-    flags as given: the hook runs before speculation's reset of max_running_requests."""
-    arch = memory.architecture(architecture)
-    decode_off = args["disable_cuda_graph"] or args["cuda_graph_backend_decode"] == "disabled"
-    prefill_off = args["disable_cuda_graph"] or args["cuda_graph_backend_prefill"] == "disabled"
-    decode = memory.decode_graph_max_bs(
-        args["cuda_graph_max_bs_decode"], args["sim_requested_graph_max_bs"], given_max_running
-    )
-    if args["cuda_graph_bs_decode"]:
-        decode = max(args["cuda_graph_bs_decode"])
-    prefill = None
-    if not prefill_off:
-        prefill = args["cuda_graph_bs_prefill"] or memory.prefill_graph_batch_sizes(
-            _prefill_graph_max_bs(args, arch)
-        )
-    return memory.auto_mem_fraction(
-        gpu_mib,
-        args["tp_size"],
-        args["chunked_prefill_size"],
-        arch,
-        None if decode_off else decode,
-        prefill,
-        vlm=not args["language_model_only"],
-    )
-
-
-def _prefill_graph_max_bs(args: dict[str, Any], arch: memory.Architecture) -> int:
-    """memory_hook.py: the chunked prefill size (at most 8192 for MLA), capped by
-    --max-total-tokens and, for Llama-2 paths, 4096."""
-    if args["cuda_graph_max_bs_prefill"] is not None:
-        return args["cuda_graph_max_bs_prefill"]
-    chunked = args["chunked_prefill_size"]
-    max_bs = min(8192, chunked) if arch.mla else chunked
-    if args["max_total_tokens"] is not None:
-        max_bs = min(max_bs, args["max_total_tokens"])
-    if "llama-2" in args["model_path"].lower():
-        max_bs = min(max_bs, 4096)
-    return max_bs
+    infos: list[str] = field(default_factory=list)  # INFO lines, logged before the warnings
+    worker_infos: list[str] = field(default_factory=list)  # a TP worker's, before the weights
 
 
 def _speculative_params(
@@ -285,13 +245,21 @@ def _reset_max_running(args: dict[str, Any], facts: Surface, warn) -> None:
         )
 
 
-def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolved:
-    """Apply SGLang's automatic adjustments. Raises AssertionError/ValueError as SGLang does."""
+def resolve(
+    ns: argparse.Namespace, architecture: str, gpu_mib: float, compute: str | None = None
+) -> Resolved:
+    """Apply SGLang's automatic adjustments. Raises AssertionError/ValueError as SGLang does.
+    `compute`: the GPU's architecture (sm90, sm120), which the default attention backend depends
+    on; None (the in-process oracle, which serves nothing) leaves the backend as given."""
     facts = surface(getattr(ns, "sim_sglang_version", CURRENT))
     if facts.legacy:
-        return _resolve_0_5_1(ns, architecture, gpu_mib, facts)
+        return _resolve_0_5_1(ns, architecture, gpu_mib, facts, compute)
     args = dict(vars(ns))
     out = Resolved(args)
+    backend = attention.resolved_default(args, architecture, compute)
+    if backend is not None:  # before the speculative settings: topk as given
+        args["attention_backend"] = backend
+        out.infos.append(attention.default_line(backend))
 
     def warn(message: str) -> None:
         out.warnings.append(message)
@@ -335,7 +303,7 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
         args["max_running_requests"] = PLAIN_MAX_RUNNING_REQUESTS
 
     if args["mem_fraction_static"] is None:
-        args["mem_fraction_static"] = _memory_default(
+        args["mem_fraction_static"] = fraction_default(
             args, given_max_running, architecture, gpu_mib
         )
     if args["enable_hierarchical_cache"] and args["hicache_ratio"] is None:
@@ -347,9 +315,10 @@ def resolve(ns: argparse.Namespace, architecture: str, gpu_mib: float) -> Resolv
 
 
 def _resolve_0_5_1(
-    ns: argparse.Namespace, architecture: str, gpu_mib: float, facts: Surface
+    ns: argparse.Namespace, architecture: str, gpu_mib: float, facts: Surface, compute: str | None
 ) -> Resolved:
-    """0.5.1.post3's __post_init__ (reference/sglang.md §2b): EAGLE forces overlap off."""
+    """0.5.1.post3's __post_init__ (reference/sglang.md §2b): EAGLE forces overlap off. Its TP
+    workers choose the attention backend (topk resolved) and only log it."""
     args = dict(vars(ns))
     out = Resolved(args)
     if args["chunked_prefill_size"] is None:
@@ -376,6 +345,9 @@ def _resolve_0_5_1(
     args["cuda_graph_max_bs_decode"] = captured_graph_max_bs(
         args["cuda_graph_max_bs_decode"], args["max_running_requests"]
     )
+    backend = attention.resolved_default(args, architecture, compute, legacy=True)
+    if backend is not None:
+        out.worker_infos.append(attention.default_line(backend, legacy=True))
     return out
 
 

@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(1)
     hw, target = HARDWARE[ns.sim_hardware], TARGETS[ns.sim_target]
-    resolved = resolve(ns, target.architecture, hw.gpu_memory_mib)
+    resolved = resolve(ns, target.architecture, hw.gpu_memory_mib, hw.compute)
+    for message in resolved.infos:
+        log.info(message)
     for message in resolved.warnings:
         log.warning(message)
     args = resolved.args
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     plan = model.memory_plan(args["mem_fraction_static"])
     log.info("server_args=%s", reported_args(args, version))
     scheduler = Scheduler(plan.static_mib)  # the launcher's child, as SGLang spawns its schedulers
-    startup = _start_up(model, plan, args, clock, faults, version)
+    startup = _start_up(model, plan, args, clock, faults, version, resolved.worker_infos)
     for line in scheduler_summary(model, plan, args, version):
         log.info(line)
 
@@ -200,10 +202,14 @@ def _start_up(
     clock: VirtualClock,
     faults: Faults,
     version: str,
+    worker_infos: list[str] | tuple[str, ...] = (),
 ) -> dict | None:
     """Print start-up as SGLang does, on the virtual clock; return the durations by phase that
-    0.5.23 reports as `startup_time` (None for 0.5.1, which has none)."""
+    0.5.23 reports as `startup_time` (None for 0.5.1, which has none). `worker_infos`: what a
+    TP worker logs as it sets up, before the weights (0.5.1.post3's attention backend)."""
     gb = plan.gpu_mib / 1024
+    for line in worker_infos:
+        log.info(line)
     log.info("Load weight begin. avail mem=%.2f GB", gb)
     for handler in logging.getLogger().handlers:
         handler.flush()

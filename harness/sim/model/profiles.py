@@ -23,6 +23,9 @@ MIB = 1024 * 1024
 @dataclass(frozen=True)
 class HardwareProfile:
     name: str
+    # The GPU's architecture as SGLang tells GPUs apart (harness.sglang.attention: the attention
+    # backend it picks by default): "sm90" Hopper, "sm120" the RTX PRO 6000 Blackwell.
+    compute: str
     gpu_memory_mib: float  # per GPU, as the driver reports it
     hbm_gb_s: float  # memory bandwidth per GPU
     allreduce_latency_us: float  # small-message allreduce across the TP group, tuned NCCL
@@ -62,6 +65,7 @@ class HardwareProfile:
 # 8x RTX PRO 6000 Blackwell (96 GB GDDR7, PCIe Gen5, no NVLink): the seeds' box.
 RTX_PRO_6000_PCIE = HardwareProfile(
     name="rtx_pro_6000_pcie",
+    compute="sm120",
     gpu_memory_mib=97_887,  # 96 GB card (estimate from the product's 96 GB capacity)
     hbm_gb_s=1_792,  # product spec, GDDR7 512-bit
     # fitted: seed row 2 (90.0 tok/s with NCCL_PROTO=LL, NCCL_ALGO=Ring, NCCL_P2P_LEVEL=SYS): with
@@ -102,6 +106,7 @@ RTX_PRO_6000_PCIE = HardwareProfile(
 # constant but the residual is an estimate or a rule.
 H200_NVLINK = HardwareProfile(
     name="h200_nvlink",
+    compute="sm90",
     gpu_memory_mib=143_771,  # reference/sglang.md section 2 (the value SGLang's formulas use)
     hbm_gb_s=4_800,  # product spec
     allreduce_latency_us=20.0,  # estimate: NVSwitch one-shot custom allreduce, small messages
@@ -133,6 +138,7 @@ H200_NVLINK = HardwareProfile(
 # TP 1, so allreduce and NCCL settings do not enter.
 H100_SXM = HardwareProfile(
     name="h100_sxm",
+    compute="sm90",
     gpu_memory_mib=81_559,  # 80 GB card as the driver reports it
     hbm_gb_s=3_350,  # product spec
     allreduce_latency_us=15.0,  # estimate: NVLink, only used with TP > 1
