@@ -22,8 +22,9 @@ Where each version decides, and how it says so:
   only place that version says it.
 
 Both: a prefill backend equal to the decode backend becomes the backend, without a line. The
-rules below cover the GPUs the simulator imitates, Hopper (sm90) and the RTX PRO 6000 (sm120),
-for MLA and MHA models without attention sinks; sm100 and other devices are SGLang's to say.
+rules below cover the GPUs the simulator imitates, Hopper (sm90, with CUDA 12.3 or later, which
+both versions check before fa3) and the RTX PRO 6000 (sm120), for MLA and MHA models without
+attention sinks; sm100 and other devices are SGLang's to say.
 """
 
 from __future__ import annotations
