@@ -23,7 +23,8 @@ from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, 
 Reached = tuple[int, float] | None  # (launches, GPU-hours) at 2%, None: censored
 # specsweep's arms and whether each is compared with the arms given the priors too
 OURS = (("specsweep+priors", True), ("specsweep", False), ("model+priors", True), ("model", False))
-FLOORS = (("clairvoyant", False), ("opening+clairvoyant", False))
+# the reference arms (floors), compared as specsweep without priors is
+FLOORS = tuple((a.name, False) for a in ARMS if a.reference)
 
 
 def summarize_landscape(label: str, optimum: float, runs: dict[str, list[Reached]]) -> dict:
