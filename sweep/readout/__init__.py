@@ -6,5 +6,5 @@ verdict         the lines under the table: best with its paired interval, wall t
 comparisons     without a baseline: each trial against search.reference and one-knob pairs
 memory_lines    the memory line per trial and the KV-bound lines
 banner          the banner's account of what a sweep measures, and what it measures again
-rerun           the command that runs the study again, its secrets read from the environment
+commands        the commands it prints, spelled to run where the user is, secrets left out
 """

@@ -14,12 +14,12 @@ beside the headline.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.record import labels
 from harness.record.results import Outcome, TrialResult
+from sweep.readout.commands import specsweep
 from sweep.readout.ranking import Ranking
 from sweep.readout.verdict import against_baseline, best_of, ratio_interval
 from sweep.study import levels
@@ -94,8 +94,8 @@ def decide(
     if best is not None:
         decision.tied_with = tied(best, results, exclude, ranking)
     decision.per_level = {row.concurrency: row.recommend for row in rows}
-    decision.next_command = shlex.join(
-        ["python", "-m", "sweep.reproduce", "--experiment", experiment, "--results", results_dir]
+    decision.next_command = specsweep(
+        "reproduce", "--experiment", experiment, "--results", results_dir
     ) + (
         "   (re-measures it and exports launch_server.sh for it)"
         if decision.speculation

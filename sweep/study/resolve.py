@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from harness.record.results import Outcome, TrialResult
+from sweep.readout.commands import rerun_command
 from sweep.readout.ranking import Ranking
-from sweep.readout.rerun import rerun_command
 from sweep.readout.verdict import against_baseline, best_of, ratio_interval
 from sweep.study.deploy import tied
 

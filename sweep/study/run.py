@@ -31,8 +31,8 @@ from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
 from sweep.launch.workers import shares_node
 from sweep.readout.banner import runs_line, software_notice, workload_line
+from sweep.readout.commands import rerun_command
 from sweep.readout.console import console
-from sweep.readout.rerun import rerun_command
 from sweep.study import memory, opening, priors, storage
 from sweep.study.baseline import Baseline, needs_uncapped
 from sweep.study.driver import SearchDriver

@@ -7,6 +7,7 @@ run that a dead tracking store left open from this file (its `mlflow_parent_run_
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from harness.workload import load_prompts
 from sweep.config.specs import build_benchmark_spec
 from sweep.readout import comparisons
 from sweep.readout.banner import prompt_reuse
+from sweep.readout.commands import program, specsweep
 from sweep.readout.console import console, summary_table
 from sweep.readout.ranking import for_objective
 from sweep.readout.verdict import best_of, summary_lines, wall_time_line
@@ -329,9 +331,14 @@ def where_things_are(
     if tracker.offline:
         console.print(
             f"[bold yellow]MLflow was unreachable from mid-sweep ({tracker.offline}); "
-            "nothing is lost, the trial folders hold it all. Upload it with:[/] python -m "
-            f"sweep.sync --tracking-dir {ResultsLayout.at(cfg.tracking.dir).root} "
-            f"--mlflow-uri {mlflow_uri}",
+            "nothing is lost, the trial folders hold it all. Upload it with:[/] "
+            + specsweep(
+                "sync",
+                "--tracking-dir",
+                str(ResultsLayout.at(cfg.tracking.dir).root),
+                "--mlflow-uri",
+                mlflow_uri,
+            ),
             soft_wrap=True,
         )
     # soft_wrap: paths and commands stay on one line, ready to copy.
@@ -353,14 +360,11 @@ def where_things_are(
         )
     else:
         link = view_link("http://127.0.0.1:5000", tracker.experiment_id, view)
-        console.print(
-            f"Open the UI:   make ui   (or: mlflow server --backend-store-uri {mlflow_uri} "
-            f"--workers 1), then\n               {link}",
-            soft_wrap=True,
-        )
+        ui = specsweep("ui", "--results", str(cfg.tracking.dir))
+        console.print(f"Open the UI:   {ui}   then {link}", soft_wrap=True)
+    dashboard = f"{program('optuna-dashboard')} {shlex.quote(redact_url(storage_url))}"
     console.print(
-        f"Optuna views:  optuna-dashboard {redact_url(storage_url)}   (history, importances, "
-        "Pareto front; docs/analysis.md)",
+        f"Optuna views:  {dashboard}   (history, importances, Pareto front; docs/analysis.md)",
         soft_wrap=True,
     )
     if cfg.engine.name == "sim":

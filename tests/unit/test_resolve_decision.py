@@ -154,7 +154,7 @@ def test_a_trial_over_a_latency_limit_is_never_a_contender():
 def test_the_line_below_the_deploy_line_names_what_settles_it():
     off = plan([CLOSE, FAR], settings=resolve.Settings(max_rounds=0))
     line = resolve.unresolved_line(off, resolve.Settings(), ("search.n_trials=4",), 0)
-    assert "python sweep.py -m search.n_trials=4 search.resolve.max_rounds=2" in line
+    assert "sweep search.n_trials=4 search.resolve.max_rounds=2" in line
     assert "no trial runs again" in line and "trial_0000 and the baseline" in line
     spent = plan([CLOSE, FAR], rounds_done=2)
     line = resolve.unresolved_line(spent, BUDGET, (), 6)
