@@ -149,12 +149,14 @@ def held_at(rows: pd.DataFrame, name: str) -> float | None:
     return float(values[0]) if len(values) == 1 else None
 
 
-def parameter_effects(df: pd.DataFrame) -> Figure:
+def parameter_effects(df: pd.DataFrame) -> Figure | None:
     """One panel per knob any trial set; a study without speculation (the capacity presets) has
     no speculative knob to draw, so its panels are the memory knobs alone, and the title says
     why the others are missing."""
     rows = trials(df)
     shown = [name for name in NUMERIC if name in rows and not rows[name].isna().all()]
+    if not shown:  # no trial set a knob (none ran yet): nothing to draw
+        return None
     columns = min(3, len(shown) + 1)
     height = -(-(len(shown) + 1) // columns)  # the legend takes the last panel
     fig, grid = plt.subplots(
@@ -378,6 +380,7 @@ def _curve(row: pd.Series, column: str = "accept_by_window") -> list[float]:
 
 # Why a figure is left out of a report: it returned None, having no data (sentence in the report).
 WITHOUT_DATA = {
+    "parameter_effects": "no trial set a searched knob yet",
     "accept_vs_speed": "no trial measured an accept length (no speculation in this study)",
     "accept_by_position": "no trial recorded acceptance by output position (no speculation)",
     "accept_at_least": "no trial recorded P(>=k) (no speculation, or each level refused: "

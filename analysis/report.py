@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis import levels, objective
 from analysis.capacity import available as capacity_figures
-from analysis.frame import baseline
+from analysis.frame import baseline, measured, trials
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
 from analysis.plots import FIGURES, WITHOUT_DATA, ranked, title
 from analysis.requests import prompt_changes, requests_frame
@@ -61,15 +61,19 @@ def write_report(
     rows were read from (a folder or a tracking URI); `requests` (analysis.requests) adds the
     per-request table and the per-prompt comparison with the baseline."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    if df.empty:  # an interrupted first sweep: a page that says so, not an error
+        return _nothing_yet(out_dir, origin, study_dirs or [])
     # Ranked and labelled by the study's objective, as its console was (analysis.objective).
     df = objective.apply(df, objective.latest_objective(study_dirs or []))
     images = []
     extra = {"speedup_vs_concurrency": levels.speedup_vs_concurrency, **capacity_figures(df)}
     omitted = []
+    no_trial = measured(trials(df)).empty
     for name, make in {**FIGURES, **extra}.items():  # capacity: where recorded
-        fig = make(df)
+        fig = None if no_trial else make(df)
         if fig is None:  # no data for it: said in the report instead of an empty figure
-            omitted.append(f"{name.replace('_', ' ')}: {WITHOUT_DATA.get(name, 'no data')}")
+            why = "no trial measured yet" if no_trial else WITHOUT_DATA.get(name, "no data")
+            omitted.append(f"{name.replace('_', ' ')}: {why}")
             (out_dir / f"{name}.png").unlink(missing_ok=True)  # not an earlier report's
             continue
         fig.savefig(out_dir / f"{name}.png", dpi=110)
@@ -119,6 +123,25 @@ def write_report(
         "body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right} img{max-width:100%}"
         "</style>" + "\n".join(body)
+    )
+    index = out_dir / "index.html"
+    index.write_text(page)
+    return index
+
+
+def _nothing_yet(out_dir: Path, origin: str, study_dirs: list[Path]) -> Path:
+    """The report of a study with no trial or baseline finished (its first sweep interrupted):
+    the study's own line for it, and no figure."""
+    for stale in [*out_dir.glob("*.png"), out_dir / "trials.csv"]:
+        stale.unlink(missing_ok=True)  # not an earlier report's
+    answer = levels.latest_deploy(study_dirs) or "No recommendation: nothing was measured yet."
+    page = (
+        "<!doctype html><meta charset='utf-8'><title>specsweep report</title>"
+        f"<h1>specsweep report — {html.escape(out_dir.name)}</h1>"
+        f"<p><strong>{html.escape(answer)}</strong></p>"
+        "<p>No trial and no baseline finished in this study, so there is no table and no "
+        f"figure. Generated {datetime.now():%Y-%m-%d %H:%M} from "
+        f"<code>{html.escape(origin)}</code>.</p>"
     )
     index = out_dir / "index.html"
     index.write_text(page)
@@ -186,15 +209,14 @@ def main(argv: list[str] | None = None) -> None:
         )
     except ValueError as exc:
         parser.exit(2, f"error: {exc}\n")
-    if df.empty:
-        parser.exit(2, f"error: {experiment!r} has no trials yet: run python sweep.py -m\n")
     origin = uri if source == "mlflow" else str(Path(args.results).resolve())
     requests = requests_frame(args.results, experiment)
     out = ResultsLayout.at(args.results).report(experiment)
     index = write_report(df, out, origin, requests, levels.study_folders(args.results, df))
     print(f"report: {index.resolve()}")
-    names = [*FIGURES, "speedup_vs_concurrency", *capacity_figures(df)]
-    print(f"figures: {', '.join(f'{n}.png' for n in names)} in {index.parent.resolve()}")
+    written = sorted(p.name for p in index.parent.glob("*.png"))
+    shown = ", ".join(written) or "none (nothing measured yet)"
+    print(f"figures: {shown} in {index.parent.resolve()}")
 
 
 def _only_experiment(parser: argparse.ArgumentParser, results: str) -> str:

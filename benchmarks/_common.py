@@ -18,8 +18,9 @@ from harness.sglang.surfaces import CURRENT
 from harness.spec import BenchmarkSpec, EngineSpec, ServerSpec, TrialSpec
 
 ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ("experiment=smoke",)  # conf/experiment/smoke.yaml: the smallest complete sweep
-STUDY = "kimi-k25-eagle3"  # the default composition's study
+STUDY = "kimi-k25-eagle3"  # the scenarios' study, named (a study's name is otherwise derived)
+# conf/experiment/smoke.yaml: the smallest complete sweep, into a study of a known name
+SMOKE = ("experiment=smoke", f"search.study_name={STUDY}")
 
 
 def sim_engine(

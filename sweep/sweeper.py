@@ -23,12 +23,14 @@ from rich.markup import escape
 from harness.errors import ConfigError, SpecsweepError
 from sweep.config.drafter_check import check_drafter
 from sweep.config.fraction import baseline_mem_fraction
-from sweep.config.setup_key import setup_key
+from sweep.config.setup_key import setup, setup_key
 from sweep.config.specs import build_trial_spec
+from sweep.config.study_name import derived_name, explicit_name, pinned_values
 from sweep.launch import snapshot
 from sweep.launch.jobs import Jobs
 from sweep.launch.parse_check import check_launch_flags
 from sweep.launch.slots import slot_count, worker_gpus
+from sweep.readout.commands import with_overrides
 from sweep.readout.comparisons import check_reference
 from sweep.readout.console import console
 from sweep.study import memory, resolve
@@ -37,7 +39,7 @@ from sweep.study.budget import Budget
 from sweep.study.model.sampler import EXPLORE, ModelSampler, model_refusal
 from sweep.study.objective import Objective
 from sweep.study.plan import SweepPlan
-from sweep.study.run import StudyRun
+from sweep.study.run import StudyRun, leave
 from sweep.study.space import SearchSpace
 from sweep.study.storage import grace_period
 from sweep.tracking import provenance
@@ -135,6 +137,12 @@ class SpecsweepSweeperImpl(Sweeper):
         except SpecsweepError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
             raise SystemExit(2) from None
+        except KeyboardInterrupt:  # composing, checking, preflight: nothing was started
+            leave(
+                tuple(arguments),
+                "before the study opened (nothing was launched)",
+                self.config.search,
+            )
         except InterpolationResolutionError as exc:  # tracking=server without its variables
             console.print(
                 f"[red]error:[/red] {str(exc).splitlines()[0]}. tracking=server reads "
@@ -174,15 +182,16 @@ class SpecsweepSweeperImpl(Sweeper):
             name = self.config.search.study_name
             if differs:
                 raise ConfigError(
-                    f"{files} changed since study {name!r} started, and the change alters "
-                    f"{', '.join(differs)}: its trials could not be compared with the study's. "
-                    f"Undo the edit (the study's copy: {snap.conf}), pass the value on the command "
-                    f"line, or start a new study with it: search.study_name={name}-2."
+                    f"{files} changed since study {name!r} started, and the change alters its "
+                    f"setup ({'; '.join(differs)}): its trials could not be compared with the "
+                    f"study's. Undo the edit (the study's copy: {snap.conf}) to continue it, or "
+                    f"drop search.study_name={name} to land in the edited setup's own study."
                 )
             console.print(
-                f"[yellow]{files} changed since the study started; the study runs from its "
-                f"snapshot ({snap.conf}), so the edit is not applied. A new study "
-                f"(search.study_name={name}-2) takes the edited files.[/yellow]",
+                f"[yellow]{files} changed since the study started, in nothing a measurement "
+                f"depends on; the study runs from its snapshot ({snap.conf}), so the edit is not "
+                f"applied. A new study (search.study_name={name}-2) takes the edited "
+                "files.[/yellow]",
                 soft_wrap=True,
             )
         self.config, self.jobs = frozen, frozen_jobs
@@ -211,7 +220,17 @@ class SpecsweepSweeperImpl(Sweeper):
                     "Declare ranges in search.space instead, e.g. "
                     "search.space.speculative_num_steps.high=4."
                 )
-        objective, space = check_search(self.config)
+        pinned = pinned_values(self.config, arguments)
+        try:
+            objective, space = check_search(self.config)
+        except ConfigError as exc:
+            if not pinned:
+                raise
+            held = ", ".join(f"server.{k}={v}" for k, v in pinned.items())
+            raise ConfigError(
+                f"{exc} ({held} on the command line is held for every server, so it left the "
+                "search space: drop it to search it, or hold the others too)"
+            ) from None
         # Compose and freeze a trial and the baseline now: a typo costs a second, not a load.
         trial_cfg = self.compose(arguments)
         trial_spec = build_trial_spec(trial_cfg)
@@ -220,10 +239,11 @@ class SpecsweepSweeperImpl(Sweeper):
         baseline_cfg = self.compose(baseline_overrides(arguments, "baseline_check", fraction))
         check_launch_flags([trial_spec, build_trial_spec(baseline_cfg)])
         if trial_cfg.preflight:
-            self._preflight(trial_cfg)
+            self._preflight(trial_cfg, arguments)
         gpus = worker_gpus(trial_cfg.hardware.gpus)[: trial_cfg.hardware.gpus]
         slots = slot_count(gpus, trial_cfg.model.tp, trial_cfg.worker.slots)
         software = provenance.software(baseline_cfg)  # once per sweep; trials reuse it
+        unnamed = [a for a in arguments if explicit_name([a]) is None]
         return SweepPlan(
             arguments=tuple(arguments),
             space=space,
@@ -232,10 +252,13 @@ class SpecsweepSweeperImpl(Sweeper):
             software=software,
             gpus=tuple(gpus),
             slots=slots,
+            setup=setup(trial_cfg, software, drafter=True, pinned=pinned),
+            pinned=pinned,
+            derived_name=derived_name(trial_cfg, unnamed, software, multirun=True),
         )
 
     @staticmethod
-    def _preflight(cfg: DictConfig) -> None:
+    def _preflight(cfg: DictConfig, arguments: list[str]) -> None:
         """Machine, paths, ports, stores: show what is not fine, stop on a failure."""
         from sweep import preflight
 
@@ -243,7 +266,9 @@ class SpecsweepSweeperImpl(Sweeper):
         worth_showing = [c for c in checks if c.status != "pass"]
         passed = len(checks) - len(worth_showing)
         console.print(
-            f"preflight: {passed}/{len(checks)} checks pass (details: python -m sweep.preflight)"
+            f"preflight: {passed}/{len(checks)} checks pass (details: "
+            f"{escape(with_overrides('preflight', arguments))})",
+            soft_wrap=True,
         )
         for line in preflight.render(worth_showing):
             console.print(line, soft_wrap=True)

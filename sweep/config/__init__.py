@@ -6,5 +6,6 @@ specs          DictConfig -> frozen specs (engine, server, benchmark, trial), va
 fraction       the --mem-fraction-static a launch runs at when its config leaves it unset
 workload       the workload and the sampling the measured requests carry, as the config chooses
 drafter_check  the drafter gate as the config sets it: its verdict cache, check_drafter
-setup_key      what a measurement depends on besides the searched values, hashed
+setup_key      what a measurement depends on besides the searched values, readable and hashed
+study_name     the study a command line lands in: named from its setup; the knobs it holds
 """

@@ -202,7 +202,12 @@ class ResolveConfig:
 
 @dataclass
 class SearchConfig:
-    study_name: str = MISSING
+    # The study's name. Unless the command line gives one, `python sweep.py` and `specsweep`
+    # derive it from study_prefix and the setup before Hydra composes, so each setup has a study
+    # of its own (sweep.config.study_name); a name given is checked against the setup its study
+    # recorded. A config composed without them (Hydra's compose API) reads the prefix alone.
+    study_name: str = "${search.study_prefix}"
+    study_prefix: str = MISSING  # the experiment's part of a derived name
     n_trials: int = 12
     # study: n_trials is the study's total server starts (a resumed sweep runs what is left);
     # sweep: each sweep starts n_trials more (sweep/study/history.py counts what was spent).

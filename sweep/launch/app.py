@@ -30,6 +30,14 @@ from sweep.config.override_keys import (
 )
 from sweep.config.schema import register
 from sweep.config.specs import build_trial_spec
+from sweep.config.study_name import (
+    NAME_KEY,
+    derived_name,
+    explicit_name,
+    pinned_values,
+    unsearch,
+)
+from sweep.launch import single
 from sweep.paths import CONF
 from sweep.readout.console import ConsoleReporter, console
 from sweep.tracking import provenance
@@ -77,9 +85,16 @@ def run_job(
 
 
 def _single(cfg: DictConfig) -> TrialResult:
-    """`python sweep.py` without -m: one trial with the config as composed, tracked standalone."""
+    """`python sweep.py` without -m (`specsweep trial`): one trial with the config as composed,
+    in a folder of its own, compared with its study's baseline for the same setup
+    (sweep.launch.single), tracked standalone."""
     from sweep.tracking.runs import Tracker, resolve_sqlite_uri
 
+    overrides = list(HydraConfig.get().overrides.task)
+    found = single.study_baseline(cfg, overrides, provenance.software(cfg))
+    if found.refusal is not None:  # its study measured another setup: nothing runs
+        console.print(f"[red]error:[/red] {escape(found.refusal)}", soft_wrap=True)
+        raise SystemExit(2)
     fraction = baseline_mem_fraction(cfg.search, cfg.server)
     if fraction is not None:  # never SGLang's own default (sweep.config.fraction says why)
         cfg.server.mem_fraction_static = fraction
@@ -88,14 +103,19 @@ def _single(cfg: DictConfig) -> TrialResult:
             "(search.reference, else the searched range's; set it to choose)"
         )
     result = run_job(cfg)
+    base = found.baseline if found.baseline and found.baseline.outcome is Outcome.OK else None
     tracker = Tracker(
         resolve_sqlite_uri(cfg.tracking.mlflow_uri),
         cfg.tracking.experiment,
         ResultsLayout.at(cfg.tracking.dir).artifacts,
     )
-    tracker.log_trial(result, parent_run_id=None, study=cfg.search.study_name, baseline_tok_s=None)
-    ConsoleReporter(cfg.engine.name == "sim").trial_done(result, None)
-    console.print(f"trial folder: {result.folder}")
+    base_tok_s = base.metrics.get("tok_s") if base is not None else None
+    tracker.log_trial(
+        result, parent_run_id=None, study=cfg.search.study_name, baseline_tok_s=base_tok_s
+    )
+    ConsoleReporter(cfg.engine.name == "sim").trial_done(result, base)
+    console.print(single.comparison_line(result, found), soft_wrap=True)
+    console.print(f"trial folder: {result.folder}", soft_wrap=True)
     return result
 
 
@@ -122,13 +142,44 @@ def _own_config_flags(argv: list[str]) -> bool:
 def _composed_keys(choices: list[str]) -> list[str] | None:
     """The dotted keys of the config these group choices compose (a tenth of a second); None
     when they do not compose, which Hydra then says in its own words."""
+    cfg = _composed(choices)
+    return None if cfg is None else composed_keys(cfg)
+
+
+def study_arguments(argv: list[str], multirun: bool | None = None) -> list[str]:
+    """The command line with its study made explicit (sweep.config.study_name): the name derived
+    from the setup unless `search.study_name` is given, and on a sweep the searched knobs it sets
+    (`server.mem_fraction_static=0.90`) taken out of the search space, held for every server.
+    Another primary config (-cp/-cn) is left to Hydra, and then needs search.study_name."""
+    if _own_config_flags(argv):
+        return argv
+    overrides = command_line_overrides(argv)
+    if multirun is None:
+        multirun = any(t in ("-m", "--multirun") for t in argv)
+    cfg = _composed(overrides)
+    if cfg is None:  # Hydra says why in its own words
+        return argv
+    extra = []
+    if multirun:
+        pinned = pinned_values(cfg, overrides)
+        extra += [o for o in unsearch(cfg, pinned) if o not in overrides]
+    else:
+        extra += single.own_folder(overrides)
+    if explicit_name(overrides) is None:
+        software = provenance.software(cfg)
+        extra.append(f"{NAME_KEY}={derived_name(cfg, overrides, software, multirun=multirun)}")
+    return [*argv, *extra]
+
+
+def _composed(overrides: list[str]) -> DictConfig | None:
+    """The config these overrides compose from conf/; None where they do not compose."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     try:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            return composed_keys(compose(config_name="config", overrides=choices))
+            return compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException):
         return None
 
@@ -136,6 +187,7 @@ def _composed_keys(choices: list[str]) -> list[str] | None:
 def main() -> None:
     """`python sweep.py [-m] [overrides]` (and `specsweep sweep|trial`): Hydra reads sys.argv."""
     refuse_unknown_keys(sys.argv[1:])
+    sys.argv = [sys.argv[0], *study_arguments(sys.argv[1:])]
     _hydra_main()
 
 

@@ -6,9 +6,10 @@ one of them the "Best"). The first sweep of a study copies conf/ into the study'
 (`<tracking.dir>/<study>/snapshot/conf`, with a manifest of file digests) and composes from that
 copy; a later sweep of the study (a resume, another worker) composes from the study's copy too,
 so the command line is the only way a study changes. Files edited since are named: where they
-change what a measurement depends on (sweep.config.setup_key: engine, model, hardware,
-benchmark, the fixed server knobs, the prompts), the sweep is refused, because its trials could
-not be compared with the study's; other edits (a search file) are reported as not applied.
+change what a measurement depends on (sweep.config.setup_key), the sweep is refused with each
+key that changed, because its trials could not be compared with the study's (a derived study
+name changes with the setup, so only a name given with search.study_name meets this); other
+edits (a search file) are reported as not applied.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
-from sweep.config.setup_key import setup_key
+from sweep.config.setup_key import differences, setup
 
 FOLDER = "snapshot"
 MANIFEST = "manifest.json"
@@ -115,18 +116,7 @@ def recompose(loader: ConfigLoaderImpl, config: DictConfig) -> DictConfig:
     return fresh
 
 
-# The groups a measurement depends on (sweep.config.setup_key), named when an edit changes one.
-SETUP_GROUPS = ("engine", "model", "hardware", "benchmark", "server")
-
-
 def setup_differs(current: DictConfig, frozen: DictConfig) -> list[str]:
-    """The groups (or the prompts) whose composed values an edit of conf/ changed."""
-    groups = [
-        group
-        for group in SETUP_GROUPS
-        if OmegaConf.to_container(current[group], resolve=True)
-        != OmegaConf.to_container(frozen[group], resolve=True)
-    ]
-    if groups or setup_key(current) == setup_key(frozen):
-        return [f"{g}.*" for g in groups]
-    return ["the prompts or sampling"]
+    """`key: frozen → current` for each key of the setup (sweep.config.setup_key) an edit of
+    conf/ changed; empty where the edit changes nothing a measurement depends on."""
+    return differences(setup(frozen, drafter=True), setup(current, drafter=True))

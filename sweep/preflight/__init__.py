@@ -49,11 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     from hydra import compose, initialize_config_dir
     from rich.markup import escape
 
-    from sweep.launch.app import CONF_DIR, refuse_unknown_keys
+    from sweep.launch.app import CONF_DIR, refuse_unknown_keys, study_arguments
     from sweep.readout.console import console
 
     overrides = sys.argv[1:] if argv is None else argv
     refuse_unknown_keys(overrides)  # a typo named with its nearest keys, not Hydra's traceback
+    overrides = study_arguments(overrides, multirun=True)  # the study the sweep would land in
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     checks = run(cfg)

@@ -19,6 +19,7 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.server.redact import is_secret_name, redact_url_passwords
@@ -61,6 +62,11 @@ def override_text(argument: str) -> str:
     return shlex.quote(redact_url_passwords(argument))
 
 
-def rerun_command(arguments: tuple[str, ...] | list[str], *extra: str) -> str:
-    """`specsweep sweep <the overrides> <extra>`, quoted for a shell, secrets referenced."""
-    return " ".join([program("specsweep"), "sweep", *map(override_text, (*arguments, *extra))])
+def with_overrides(command: str, arguments: Sequence[str], *extra: str) -> str:
+    """`specsweep COMMAND <the overrides> <extra>`, quoted for a shell, secrets referenced."""
+    return " ".join([program("specsweep"), command, *map(override_text, (*arguments, *extra))])
+
+
+def rerun_command(arguments: Sequence[str], *extra: str) -> str:
+    """`specsweep sweep <the overrides> <extra>`: the study run again."""
+    return with_overrides("sweep", arguments, *extra)

@@ -361,16 +361,19 @@ def summary_table(
             note = f"[red]infeasible[/red] {notes[r.name]}"
         elif baseline is None and r is reference:
             note = "reference"
+        # A rate and its ratio only where the outcome stands behind them (an interrupted trial's
+        # partial runs are neither)
+        shown = measured or r.outcome is Outcome.DUPLICATE
         cells = [
             "baseline" if r.role == "baseline" else r.name,
             labels.speculation(p) if spec else "off",
             f"{p.get('mem_fraction_static')}",
             str(p.get("hicache_size", 0)),
             f"[{_OUTCOME_STYLE.get(r.outcome, 'white')}]{r.outcome}[/]",
-            fmt_tok_s(r, ranking) if measured or r.outcome is Outcome.DUPLICATE else "-",
-            f"{r.metrics['accept_len']:.2f}" if "accept_len" in r.metrics else "-",
+            fmt_tok_s(r, ranking) if shown else "-",
+            f"{r.metrics['accept_len']:.2f}" if shown and "accept_len" in r.metrics else "-",
             f"{ranking.value(r) / base:.2f}×"  # type: ignore[operator]
-            if base and ranking.value(r) is not None
+            if shown and base and ranking.value(r) is not None
             else "-",
             note,
         ]

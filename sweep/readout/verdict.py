@@ -21,6 +21,7 @@ def summary_lines(
     exclude: set[str] | None = None,  # trials that cannot be best (over a latency limit)
     ranking: Ranking = SINGLE_STREAM,
     drift_from: TrialResult | None = None,  # the baseline's first launch, where runs were pooled
+    settled: bool = True,  # False: an interrupted study, whose best says nothing of the answer
 ) -> tuple[list[str], dict[str, float]]:
     """The verdict under the table, and the numbers the parent run records. The drift is the
     re-check against `drift_from` (default: the baseline): the launch whose prompts it repeats."""
@@ -43,7 +44,7 @@ def summary_lines(
     if best:
         key = ranking.metric
         metrics[f"best_{key}"] = ranking.value(best)  # type: ignore[assignment]
-        lines.append(best_line(best, baseline if base_ok else None, ranking))
+        lines.append(best_line(best, baseline if base_ok else None, ranking, settled))
         if base_ok and (base := ranking.value(baseline)):
             metrics["best_speedup_vs_baseline"] = ranking.value(best) / base  # type: ignore[operator]
             ratio = paired_ratio(ranking.runs(best), ranking.runs(baseline))  # type: ignore[arg-type]
@@ -138,7 +139,10 @@ def against_baseline(
 
 
 def best_line(
-    best: TrialResult, baseline: TrialResult | None, ranking: Ranking = SINGLE_STREAM
+    best: TrialResult,
+    baseline: TrialResult | None,
+    ranking: Ranking = SINGLE_STREAM,
+    settled: bool = True,
 ) -> str:
     tok, ci = ranking.value(best), ranking.ci95(best)
     ci = float("nan") if ci is None else ci
@@ -155,7 +159,8 @@ def best_line(
     if versus.faster:
         line += " — faster beyond the 95% interval"
     elif versus.slower:
-        line += " — [red]slower than the baseline[/red]: speculation does not pay here"
+        line += " — [red]slower than the baseline[/red]"
+        line += ": speculation does not pay here" if settled else ""
     else:
         line += " — the interval includes 1×: not distinguishable from the baseline"
     return line
@@ -185,3 +190,21 @@ def drift_line(before: TrialResult, after: TrialResult) -> tuple[str, float]:
         )
         return f"[yellow]{text}[/]", drift
     return f"{text}: no drift beyond the 95% interval of the difference.", drift
+
+
+def no_recommendation(moment: str, spent: int | None, search) -> str:
+    """What stands where the Deploy line would: an interrupted study (`moment`: when, e.g.
+    "during the baseline") or one that measured nothing has no answer yet. `spent`: the server
+    starts the study has spent (sweep.study.history), None before it was opened."""
+    if spent is None:
+        return f"No recommendation: interrupted {moment}."
+    budget = search.get("budget_gpu_hours")
+    if budget is not None:
+        of = f"{spent} trial{'s' if spent != 1 else ''} (budget {budget:g} GPU-hours)"
+    elif search.get("n_trials_scope", "study") == "sweep":
+        of = f"{spent} trial{'s' if spent != 1 else ''} in the study"
+    else:
+        of = f"{spent} of {search.n_trials} trials"
+    if moment:
+        return f"No recommendation: interrupted {moment}, after {of}."
+    return f"No recommendation: no trial was measured ({of})."

@@ -17,7 +17,6 @@ No level above the cap: nothing more is measured.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from harness.record.layout import stamp
 from harness.record.results import Outcome, TrialResult
@@ -26,6 +25,7 @@ from harness.sglang.speculative import SPEC_MAX_RUNNING_REQUESTS
 from sweep.config.fraction import baseline_mem_fraction
 from sweep.readout.console import console
 from sweep.study.session import CLAIM_POLL_S, StudySession
+from sweep.tracking import identity
 
 _BASELINE_KEYS = ("drafter", "server.speculative_")
 
@@ -64,8 +64,7 @@ class Baseline:
     def __init__(self, session: StudySession, *, uncapped: bool = False):
         self.session = session
         self.uncapped = uncapped  # at SGLang's own running-request limit (no equal cap)
-        suffix = ".uncapped" if uncapped else ""
-        self.attr = f"baseline.{session.plan.setup_key}{suffix}"
+        self.attr = identity.baseline_attr(session.plan.setup_key, uncapped)
         self.result: TrialResult | None = None
         self.recheck_result: TrialResult | None = None
         self.measured_here = False  # by this sweep (not reused): its time is this sweep's
@@ -102,7 +101,7 @@ class Baseline:
                 finally:
                     claims.release(self.attr)
             if not announced:
-                console.print("[bold][baseline][/bold] another worker is measuring it; waiting")
+                console.print("[bold]\\[baseline][/bold] another worker is measuring it; waiting")
                 announced = True
             self.session.sleep(CLAIM_POLL_S)
 
@@ -116,17 +115,12 @@ class Baseline:
         self.recheck_result = self._run(name)
 
     def _stored(self) -> TrialResult | None:
-        stored = self.session.study.user_attrs.get(self.attr)
-        if not stored:
-            return None
-        if (Path(stored["folder"]) / "result.json").is_file():
-            result = TrialResult.read(Path(stored["folder"]))
-        elif "result" in stored:  # measured on another node: its folder is not here
-            result = TrialResult.from_dict(stored["result"])
-        else:
+        session = self.session
+        result = identity.stored_baseline(session.study, session.plan.setup_key, self.uncapped)
+        if result is None:
             return None
         console.print(
-            "[bold][baseline][/bold] reusing the study's baseline: "
+            "[bold]\\[baseline][/bold] reusing the study's baseline: "
             f"{result.metrics['tok_s']:.1f} tok/s ({result.folder})",
             soft_wrap=True,
         )

@@ -76,7 +76,7 @@ def tie_text(names: list[str], shown: int = 3) -> str:
 
 def plain(text: str) -> str:
     """The line without console markup, for files and MLflow."""
-    return text.replace("[bold]", "").replace("[/bold]", "")
+    return text.replace("[bold]", "").replace("[/bold]", "").replace("\\[", "[")
 
 
 def decide(

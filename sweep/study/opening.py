@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import socket
 import warnings
+from pathlib import Path
 
 import optuna
 from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
+from rich.markup import escape
 from sqlalchemy.exc import SQLAlchemyError
 
 from harness.record.layout import ResultsLayout
@@ -23,6 +25,7 @@ from sweep.study.claims import Claims
 from sweep.study.driver import SearchDriver
 from sweep.study.model.sampler import EXPLORE, ModelSampler, model_refusal
 from sweep.study.objective import Objective
+from sweep.study.plan import SweepPlan
 from sweep.study.space import SearchSpace, space_hash
 from sweep.study.storage import (
     grace_period,
@@ -31,6 +34,7 @@ from sweep.study.storage import (
     stale_callback,
     storage_url,
 )
+from sweep.tracking import identity
 from sweep.tracking.runs import Tracker, resolve_sqlite_uri
 
 LOCAL_LEASE_S = 600.0  # claims without heartbeats (sqlite): a dead sweep's expire after this
@@ -97,8 +101,11 @@ def _base_sampler(cfg: DictConfig, objective: Objective | None) -> optuna.sample
         )
 
 
-def open_study(cfg: DictConfig, objective: Objective) -> tuple[optuna.Study, str]:
-    """The study (created or loaded) and its storage URL."""
+def open_study(
+    cfg: DictConfig, objective: Objective, plan: SweepPlan | None = None
+) -> tuple[optuna.Study, str]:
+    """The study (created or loaded) and its storage URL; refused where it measured another
+    setup than `plan`'s (sweep.study.identity) or optimises another objective."""
     try:
         storage = open_storage(cfg)
         study = optuna.create_study(
@@ -117,6 +124,12 @@ def open_study(cfg: DictConfig, objective: Objective) -> tuple[optuna.Study, str
             soft_wrap=True,
         )
         raise SystemExit(2) from None
+    if plan is not None:
+        refused = identity.check(study, plan.setup, plan.derived_name)
+        if refused is not None:
+            console.print(f"[red]error:[/red] {escape(refused)}", soft_wrap=True)
+            raise SystemExit(2)
+        identity.record(study, Path(str(cfg.hydra.sweep.dir)).resolve(), plan.setup)
     recorded = study.user_attrs.get("objective", cfg.search.objective)
     if recorded != cfg.search.objective or len(study.directions) != len(objective.directions):
         console.print(

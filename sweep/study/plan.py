@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sweep.study.objective import Objective
 from sweep.study.space import SearchSpace
@@ -19,6 +20,12 @@ class SweepPlan:
     # what the engine runs on (sweep.tracking.provenance.software), part of setup_key; each trial
     # records it
     software: dict[str, str | None] = field(default_factory=dict)
+    # The study's setup (sweep.config.setup_key.setup, the drafter and the held knobs included):
+    # what the study records and a later sweep must match (sweep.study.identity)
+    setup: dict[str, Any] = field(default_factory=dict)
+    # The searched knobs the command line holds for every server (sweep.config.study_name)
+    pinned: dict[str, Any] = field(default_factory=dict)
+    derived_name: str = ""  # the study this setup lands in without search.study_name
 
     @property
     def parallel(self) -> bool:

@@ -25,11 +25,16 @@ from sweep.study.memory import PRIOR_FRACTION, objective_levels, resolve_mode
 
 
 def first_trials(search: Any, objective) -> list[dict[str, Any]]:
-    """The parameter sets to enqueue, in order, for this objective."""
+    """The parameter sets to enqueue, in order, for this objective, each with the searched
+    parameters only: a knob the command line holds for every server has left the space
+    (sweep.config.study_name), and its prior value would not be the one launched."""
     trials = [dict(p) for p in (search.get("enqueue") or [])]
     if max(objective_levels(objective)) > 1:
         trials += [dict(p) for p in (search.get("enqueue_under_load") or [])]
-    return trials
+    space = search.get("space")
+    if not space:
+        return trials
+    return [{k: v for k, v in p.items() if k in space} for p in trials]
 
 
 def enqueue(study: optuna.Study, search: Any, objective, skip_if_exists: bool = True) -> None:

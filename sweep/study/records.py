@@ -18,6 +18,8 @@ from sweep.tracking import provenance
 
 # Recorded without a server start: they cost no launch and no wall time.
 NOT_LAUNCHED = (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH, Outcome.INVALID)
+# Trials whose result came from a server: a study with none of these has nothing to answer from.
+MEASURED = (Outcome.OK, Outcome.OOM, Outcome.PRUNED, Outcome.CRASH, Outcome.TIMEOUT)
 
 
 def _write_config(folder: Path, job_cfg: DictConfig) -> None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rich.markup import escape
+
 from harness.record.results import Outcome, TrialResult
 from sweep.readout.commands import rerun_command
 from sweep.readout.ranking import Ranking
@@ -209,7 +211,7 @@ def unresolved_line(
     names = list(current.contenders) + (["the baseline"] if current.baseline else [])
     sides = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
     if current.stop == "off":
-        again = rerun_command(arguments, f"search.resolve.max_rounds={SUGGESTED_ROUNDS}")
+        again = escape(rerun_command(arguments, f"search.resolve.max_rounds={SUGGESTED_ROUNDS}"))
         return (
             f"[bold]Unresolved:[/bold] {why}. More runs can settle it: {again}   (the same study: "
             f"no trial runs again; up to {SUGGESTED_ROUNDS} rounds of {settings.runs} more runs "

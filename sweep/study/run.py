@@ -19,10 +19,11 @@ from pathlib import Path
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
+from rich.markup import escape
 
 from harness.errors import MachineNotReady
 from harness.record.layout import stamp
-from harness.record.results import Outcome, TrialResult
+from harness.record.results import TrialResult
 from harness.workload import load_prompts
 from sweep.adaptive import config_file as adaptive_config
 from sweep.config.fraction import FRACTION
@@ -33,13 +34,15 @@ from sweep.launch.workers import shares_node
 from sweep.readout.banner import runs_line, software_notice, workload_line
 from sweep.readout.commands import rerun_command
 from sweep.readout.console import console
-from sweep.study import memory, opening, priors, storage
+from sweep.readout.verdict import no_recommendation
+from sweep.study import history, memory, opening, priors, storage
 from sweep.study.baseline import Baseline, needs_uncapped
 from sweep.study.driver import SearchDriver
 from sweep.study.history import study_results
 from sweep.study.model import transfer
 from sweep.study.model.sampler import model_sampler
 from sweep.study.plan import SweepPlan
+from sweep.study.records import MEASURED
 from sweep.study.resolve_phase import ResolvePhase
 from sweep.study.session import StudySession
 from sweep.study.storage import redact_url
@@ -53,8 +56,6 @@ _FINISHED = (
     optuna.trial.TrialState.FAIL,
     optuna.trial.TrialState.PRUNED,
 )
-# Trials whose result came from a server (what software can change).
-_MEASURED = (Outcome.OK, Outcome.OOM, Outcome.PRUNED, Outcome.CRASH, Outcome.TIMEOUT)
 
 
 def pinned_line(search, objective, searched: set[str]) -> str | None:
@@ -90,12 +91,20 @@ def _trials(n: int) -> str:
 
 def resume_line(arguments: tuple[str, ...]) -> str:
     """The command that continues the study: the same overrides (hence the same study name)."""
-    again = rerun_command(arguments)
+    again = escape(rerun_command(arguments))  # console markup: a path reads as a closing tag
     return (
-        f"[bold]To resume:[/bold] {again}   (the same search.study_name continues the study: "
-        "what was measured is kept, the interrupted trial runs again, and search.n_trials counts "
-        "the study's total)"
+        f"[bold]To resume:[/bold] {again}   (what was measured is kept, the interrupted trial "
+        "runs again, and search.n_trials counts the study's total)"
     )
+
+
+def leave(arguments: tuple[str, ...], moment: str, search, study: optuna.Study | None = None):
+    """A Ctrl-C outside the measured part (opening the stores, a second one while closing):
+    nothing runs any more; say so, and how to go on, without a traceback."""
+    spent = history.launches_spent(study) if study is not None else None
+    console.print(f"\n[bold]{no_recommendation(moment, spent, search)}[/bold]", soft_wrap=True)
+    console.print(resume_line(arguments), soft_wrap=True)
+    raise SystemExit(130)
 
 
 class StudyRun:
@@ -130,11 +139,23 @@ class StudyRun:
         return self.cfg.engine.name == "sim"
 
     def execute(self) -> list[TrialResult]:
-        cfg = self.cfg
+        """The sweep, from opening its stores to its summary. A Ctrl-C (or SIGTERM) at any
+        moment stops the server, closes what was opened, says there is no recommendation and how
+        to resume, and exits 130 without a traceback."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # no migration chatter
+        try:
+            session = self._open()
+        except KeyboardInterrupt:  # nothing was launched; a parent run left open is an orphan
+            leave(self.plan.arguments, "while opening the study", self.cfg.search)
+        return self._run(session)
+
+    def _open(self) -> StudySession:
+        """MLflow, the study (refused where it measured another setup), the claims, the banner,
+        the parent run and the study's view in MLflow's UI."""
+        cfg = self.cfg
         tracker = opening.open_tracker(cfg)
-        study, storage_url = opening.open_study(cfg, self.plan.objective)
+        study, storage_url = opening.open_study(cfg, self.plan.objective, self.plan)
         driver = SearchDriver(study, self.plan.objective, int(cfg.model.tp))
         claims = opening.open_claims(cfg, storage_url)
         if self.on_open is not None:
@@ -149,14 +170,15 @@ class StudyRun:
             params=self._sweep_params(),
         )
         # The study's view in MLflow's UI (sweep.tracking.view), the same for every sweep of it
-        shared_view = view.write_view(
+        self.shared_view = view.write_view(
             tracker.client,
             tracker.experiment_id,
             cfg.search.study_name,
             self.plan.objective.metrics,
             list(self.plan.space.params),
         )
-        session = StudySession(
+        self.storage_url = storage_url
+        return StudySession(
             cfg=cfg,
             plan=self.plan,
             jobs=self.jobs,
@@ -168,26 +190,35 @@ class StudyRun:
             study_dir=self.study_dir,
             pool=self.pool,
         )
+
+    def _run(self, session: StudySession) -> list[TrialResult]:
+        cfg = self.cfg
         baseline = Baseline(session)
         uncapped = Baseline(session, uncapped=True) if needs_uncapped(cfg) else None
         trials = TrialLoop(session, baseline)
         phase = ResolvePhase(session, baseline, uncapped)
-        status = "FAILED"
+        status, moment = "FAILED", "during the baseline"
         try:
             baseline.measure_or_reuse()
             if uncapped is not None:  # a level above the equal cap: what a deployment runs
                 uncapped.measure_or_reuse()
+            moment = "during the trials"
             trials.run()
+            moment = "during the resolve phase"
             phase.run()  # more runs on the contenders while the verdict is unresolved
+            moment = "during the baseline re-check"
             baseline.recheck()
             adaptive_config.after_sweep(
-                self.study_dir, list(cfg.benchmark.concurrency), tracker, parent
+                self.study_dir,
+                list(cfg.benchmark.concurrency),
+                session.tracker,
+                session.parent_run_id,
             )
-            status = "FINISHED"
+            status, moment = "FINISHED", ""
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the summary below, then exit 130
             status = "KILLED"
             console.print(
-                "[yellow]interrupted: the server was stopped; results so far are kept.[/]"
+                f"[yellow]interrupted {moment}: the server was stopped; results so far are kept.[/]"
             )
         except MachineNotReady as exc:
             console.print(f"[red]error:[/red] {exc}")
@@ -195,7 +226,7 @@ class StudyRun:
         finally:
             if self.pool is not None:  # a killed worker's server on a GPU nobody takes again
                 self.pool.reap_leftovers()
-            whole = study_results(study, list(session.results))
+            whole = study_results(session.study, list(session.results))
             done = SweepOutcome(
                 status=status,
                 results=whole.results,
@@ -214,27 +245,31 @@ class StudyRun:
                 ],
                 relaunches=list(phase.relaunches),
                 resolve=phase.report(),
+                moment=moment,
             )
-            finish(
-                cfg,
-                done,
-                study,
-                self.plan.objective,
-                tracker,
-                parent,
-                self.study_dir,
-                storage_url,
-                shared_view,
-            )
-            claims.close()
+            try:
+                status = finish(
+                    cfg,
+                    done,
+                    session.study,
+                    self.plan.objective,
+                    session.tracker,
+                    session.parent_run_id,
+                    self.study_dir,
+                    self.storage_url,
+                    self.shared_view,
+                    resume=resume_line(self.plan.arguments),
+                )
+            except KeyboardInterrupt:  # a second Ctrl-C while closing: leave now
+                session.claims.close()
+                leave(self.plan.arguments, "while closing", cfg.search, session.study)
+            session.claims.close()
         if status == "KILLED":  # no traceback: what was kept is above, and how to go on
-            console.print(resume_line(self.plan.arguments), soft_wrap=True)
             raise SystemExit(130)
         return session.results
 
     def _banner(self, study: optuna.Study) -> None:
         cfg = self.cfg
-        done = len(study.get_trials(deepcopy=False, states=_FINISHED))
         console.rule(f"specsweep · study {cfg.search.study_name}")
         if self.simulated:
             console.print(
@@ -252,15 +287,21 @@ class StudyRun:
         base = " + baseline" if cfg.search.baseline else ""
         if needs_uncapped(cfg):
             base = " + baseline at equal caps and at SGLang's own running-request limit"
-        console.print(
-            f"{self._trials_line(study)}{base}; "
-            f"{runs_line(spec)}" + (f"; the study already has {done} trials" if done else ""),
-            soft_wrap=True,
-        )
+        trials_line = self._trials_line(study)
+        if trials_line.startswith("no trials"):
+            base = ""  # the line says why no trial runs
+        console.print(f"{trials_line}{base}; {runs_line(spec)}", soft_wrap=True)
         console.print(workload_line(spec, prompts), soft_wrap=True)
         held = pinned_line(cfg.search, self.plan.objective, set(self.plan.space.params))
         if held:
             console.print(held, soft_wrap=True)
+        if self.plan.pinned:  # sweep.config.study_name: the user's value, not a searched one
+            values = ", ".join(f"{k}={v}" for k, v in self.plan.pinned.items())
+            console.print(
+                f"held for every server (the baseline, each trial, the re-check), as the command "
+                f"line sets it: {values}",
+                soft_wrap=True,
+            )
         if self.pool is not None:
             groups = "; ".join(",".join(g) for g in self.pool.groups)
             if self.plan.slots > 1:
@@ -290,17 +331,19 @@ class StudyRun:
     def _trials_line(self, study: optuna.Study) -> str:
         search = self.cfg.search
         budget = search.get("budget_gpu_hours")
+        spent_now = history.launches_spent(study)
+        had = f" (the study has {_trials(spent_now)})" if spent_now else ""
         if budget is not None:
-            return f"trials until the study has spent {budget:g} GPU-hours"
+            return f"trials until the study has spent {budget:g} GPU-hours{had}"
         spent, target = trials_to_run(search, study)
         if search.get("n_trials_scope", "study") == "sweep":
-            return f"{_trials(target)} more (search.n_trials_scope=sweep)"
+            return f"{_trials(target)} more (search.n_trials_scope=sweep){had}"
         if not spent:
             return _trials(target)
         if not target:
             return (
-                f"no trials: the study already has its {search.n_trials} (search.n_trials is the "
-                "study's total; raise it, or search.n_trials_scope=sweep runs that many more)"
+                f"no trials: the study has {spent} of search.n_trials={search.n_trials} already "
+                "(the study's total; raise it, or search.n_trials_scope=sweep runs that many more)"
             )
         return (
             f"{_trials(target)} to finish the study's {search.n_trials} ({spent} done; "
@@ -311,7 +354,7 @@ class StudyRun:
         """What changed since each measured trial of the study, and for which trials."""
         changes: dict[str, list[int]] = {}
         for trial in study.get_trials(deepcopy=False, states=_FINISHED):
-            if trial.user_attrs.get("outcome") not in _MEASURED:
+            if trial.user_attrs.get("outcome") not in MEASURED:
                 continue
             change = software_changes(trial.user_attrs.get("software"), self.plan.software)
             if change:

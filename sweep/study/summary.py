@@ -7,8 +7,7 @@ run that a dead tracking store left open from this file (its `mlflow_parent_run_
 from __future__ import annotations
 
 import json
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import optuna
@@ -21,19 +20,18 @@ from harness.workload import load_prompts
 from sweep.config.specs import build_benchmark_spec
 from sweep.readout import comparisons
 from sweep.readout.banner import prompt_reuse
-from sweep.readout.commands import program, specsweep
 from sweep.readout.console import console, summary_table
 from sweep.readout.ranking import for_objective
-from sweep.readout.verdict import best_of, summary_lines, wall_time_line
+from sweep.readout.verdict import best_of, no_recommendation, summary_lines, wall_time_line
 from sweep.study import deploy, levels, pooling
 from sweep.study.artifacts import sweep_artifacts
 from sweep.study.caps import cap_of, caps, caps_line
 from sweep.study.deployed import deployed_baseline, deployed_line
+from sweep.study.history import launches_spent
 from sweep.study.objective import Objective, infeasible
-from sweep.study.records import NOT_LAUNCHED
-from sweep.study.storage import redact_url
-from sweep.tracking.runs import Tracker, resolve_sqlite_uri
-from sweep.tracking.view import view_link
+from sweep.study.records import MEASURED, NOT_LAUNCHED
+from sweep.tracking.runs import Tracker
+from sweep.tracking.where import where_things_are
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,7 @@ class SweepOutcome:
     # line that says what settles an unresolved verdict).
     relaunches: list[TrialResult] = field(default_factory=list)
     resolve: dict | None = None
+    moment: str = ""  # KILLED: when the Ctrl-C came ("during the baseline"), for the console
 
     @property
     def own(self) -> list[TrialResult]:
@@ -140,6 +139,7 @@ def write_summary(
     compared: comparisons.Comparisons | None = None,
     decision: deploy.Decision | None = None,
     reuse: dict[str, dict[str, int]] | None = None,
+    no_answer: str | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
@@ -164,7 +164,10 @@ def write_summary(
         "levels": levels.as_dict(per_level or []),
         # The study's one answer (sweep.study.deploy): what the console's Deploy line, the
         # report's headline, the parent run's tags and sweep.reproduce's default say
-        "deploy": decision.as_dict() if decision is not None else None,
+        # (or, where the sweep has none, `deploy: null` and the line that says why)
+        "deploy": decision.as_dict()
+        if decision is not None
+        else ({"deploy": None, "line": no_answer} if no_answer else None),
         # Levels whose runs could not all have their own prompts (sweep.readout.banner)
         "prompt_reuse": reuse or {},
         # The resolve phase: whether the answer is settled, the rounds the study spent on it
@@ -215,9 +218,14 @@ def finish(
     study_dir: Path,
     storage_url: str,
     view: str | None = None,
-) -> Path:
-    """Print the table and the verdict, write the summary, close the parent run. `view`: the
-    key of the study's view in MLflow's UI (sweep.tracking.view), None where none was written."""
+    resume: str = "",
+) -> str:
+    """The close: the table, the summary file, the report, the parent run, then the verdict and
+    where everything is. Returns the sweep's status, KILLED where a Ctrl-C cut the close short.
+
+    `view`: the key of the study's view in MLflow's UI (sweep.tracking.view), None where none was
+    written. `resume`: the line that continues the study, printed right under the verdict's place
+    when there is no answer (sweep.readout.verdict.no_recommendation)."""
     simulated = cfg.engine.name == "sim"
     console.print()
     over = infeasible(done.results, objective)
@@ -239,8 +247,11 @@ def finish(
     )
     request_caps = caps(done.results, done.baseline)
     table.caption = caps_line(request_caps)  # when the caps differ
-    console.print(scope_line(done))
-    console.print(table)
+    if done.results or done.baseline is not None:
+        console.print(scope_line(done))
+        console.print(table)
+    else:  # an empty table says less than one line
+        console.print("[bold]The study has no trial and no baseline measured yet.[/bold]")
     rows = levels.per_level(
         done.results,
         done.baseline,
@@ -251,6 +262,8 @@ def finish(
     if len(rows) > 1 or objective.slo:
         equal = request_caps["baseline"] if request_caps and request_caps["equal"] else None
         console.print(levels.table(rows, simulated, objective.slo_text(), equal))
+    status = done.status
+    answered = status != "KILLED" and any(r.outcome in MEASURED for r in done.results)
     lines, metrics = summary_lines(
         done.results,
         judged,
@@ -258,6 +271,7 @@ def finish(
         exclude=set(over),
         ranking=ranking,
         drift_from=pooling.first_launch(done.baseline),  # runs 1-N, as the re-check sends them
+        settled=answered,
     )
     if which := deployed_line(done.baseline, done.uncapped):
         lines.insert(0, which)
@@ -291,81 +305,64 @@ def finish(
     lines.append(wall_time_line(this_sweep, done.total_s))
     if objective.multi:
         lines.append(pareto_lines(study, objective))
-    lines.append("\n" + decision.line())
-    if done.resolve is not None and done.resolve.get("line"):  # and what would settle it
-        lines.append(done.resolve["line"])
-    for line in lines:
-        console.print(line, soft_wrap=True)
     metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
     metrics["n_infeasible"] = float(len(over))
     if done.resolve is not None:  # what the study's resolve rounds spent
         metrics.update({f"resolve_{k}": v for k, v in done.resolve["spent"].items()})
     summary = ResultsLayout.summary_file(study_dir)
     reuse = study_prompt_reuse(cfg)
-    write_summary(summary, cfg, done, parent, metrics, rows, objective, compared, decision, reuse)
-    artifacts = [summary, *sweep_artifacts(cfg, study, objective, study_dir, summary, rows)]
-    tags = {**deploy.tags(decision), **resolve_tags(done.resolve)}
-    tracker.end_sweep(parent, metrics, artifacts, done.status, tags)
+
+    def unanswered() -> str:
+        return no_recommendation(
+            done.moment if status == "KILLED" else "", launches_spent(study), cfg.search
+        )
+
+    def record(artifacts: list) -> list:
+        """What a later reader of the study finds says the answer the console is about to say,
+        or that there is none: the summary file (which the report reads), then the parent run."""
+        write_summary(
+            summary, cfg, replace(done, status=status), parent, metrics, rows, objective,
+            compared, decision if answered else None, reuse, None if answered else unanswered(),
+        )  # fmt: skip
+        if artifacts is None:  # the report, between the summary it reads and the parent run
+            artifacts = sweep_artifacts(cfg, study, objective, study_dir, summary, rows)
+        tags = {**deploy.tags(decision), **resolve_tags(done.resolve)}
+        if not answered:
+            tags = {"specsweep.deploy": "", "specsweep.deploy_line": unanswered()}
+        artifacts = [summary, *artifacts]
+        tracker.end_sweep(parent, metrics, artifacts, status, tags)
+        return artifacts
+
+    try:
+        artifacts = record(None)
+    except KeyboardInterrupt:  # the close cut short: recorded as interrupted, without an answer
+        status, answered = "KILLED", False
+        if not done.moment:
+            done = replace(done, moment="while closing")
+        console.print(
+            "[yellow]interrupted while closing: the report was not finished; every "
+            "measurement is in the trial folders.[/]"
+        )
+        artifacts = record([])
+    if not answered:
+        lines = [line.replace("[bold]Best:[/bold]", "[bold]Best so far:[/bold]") for line in lines]
+    for line in lines:
+        console.print(line, soft_wrap=True)
+    if answered:
+        console.print("\n" + decision.line(), soft_wrap=True)
+        if done.resolve is not None and done.resolve.get("line"):  # and what would settle it
+            console.print(done.resolve["line"], soft_wrap=True)
+    else:  # no verdict without an answer, and straight under it how to get one
+        console.print(f"\n[bold]{unanswered()}[/bold]", soft_wrap=True)
+        if status == "KILLED" and resume:
+            console.print(resume, soft_wrap=True)
     report = next(
         (p for p, folder in artifacts_in(artifacts, "report") if p.suffix == ".html"), None
     )
     where_things_are(cfg, tracker, study_dir, summary, storage_url, report, view)
-    console.print(f"[dim]sweep finished with status {done.status}[/dim]")
-    return summary
+    console.print(f"[dim]sweep finished with status {status}[/dim]")
+    return status
 
 
 def artifacts_in(artifacts: list, folder: str) -> list[tuple[Path, str]]:
     return [a for a in artifacts if isinstance(a, tuple) and a[1] == folder]
-
-
-def where_things_are(
-    cfg: DictConfig,
-    tracker: Tracker,
-    study_dir: Path,
-    summary: Path,
-    storage_url: str,
-    report: Path | None = None,
-    view: str | None = None,
-) -> None:
-    mlflow_uri = redact_url(resolve_sqlite_uri(cfg.tracking.mlflow_uri))
-    if tracker.offline:
-        console.print(
-            f"[bold yellow]MLflow was unreachable from mid-sweep ({tracker.offline}); "
-            "nothing is lost, the trial folders hold it all. Upload it with:[/] "
-            + specsweep(
-                "sync",
-                "--tracking-dir",
-                str(ResultsLayout.at(cfg.tracking.dir).root),
-                "--mlflow-uri",
-                mlflow_uri,
-            ),
-            soft_wrap=True,
-        )
-    # soft_wrap: paths and commands stay on one line, ready to copy.
-    console.print(f"\nTrial folders: {study_dir}", soft_wrap=True)
-    console.print(f"Summary:       {summary}", soft_wrap=True)
-    if report is not None:  # the figures are on the MLflow parent run too (report/)
-        console.print(f"Report:        {report}", soft_wrap=True)
-    console.print(
-        f"MLflow:        {mlflow_uri} (experiment {cfg.tracking.experiment!r})", soft_wrap=True
-    )
-    # The study's runs, not MLflow's GenAI overview: its trials and baseline best first, with
-    # their numbers as columns (sweep.tracking.view)
-    if mlflow_uri.startswith(("http://", "https://")):
-        link = view_link(mlflow_uri, tracker.experiment_id, view)
-        console.print(f"Open the UI:   {link}", soft_wrap=True)
-        console.print(
-            f"Optuna study:  {cfg.search.study_name!r} in {redact_url(storage_url)}",
-            soft_wrap=True,
-        )
-    else:
-        link = view_link("http://127.0.0.1:5000", tracker.experiment_id, view)
-        ui = specsweep("ui", "--results", str(cfg.tracking.dir))
-        console.print(f"Open the UI:   {ui}   then {link}", soft_wrap=True)
-    dashboard = f"{program('optuna-dashboard')} {shlex.quote(redact_url(storage_url))}"
-    console.print(
-        f"Optuna views:  {dashboard}   (history, importances, Pareto front; docs/analysis.md)",
-        soft_wrap=True,
-    )
-    if cfg.engine.name == "sim":
-        console.print("[yellow]All numbers above are SIMULATED (engine=sim).[/yellow]")

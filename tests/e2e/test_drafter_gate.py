@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.server.procs import free_port
 from tests.drafter_factory import HIDDEN, make_drafter
-from tests.e2e.test_sweep_cli import sweep
+from tests.e2e.test_sweep_cli import single_folder, sweep
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +31,7 @@ def test_single_trial_with_eagle_flag_on_an_eagle3_drafter_is_invalid_not_launch
         "drafter.algorithm=EAGLE",
         multirun=False,
     )
-    folder = tmp_path / "results" / "kimi-k25-eagle3" / "single"
+    folder = single_folder(tmp_path / "results" / "kimi-k25-eagle3")
     result = json.loads((folder / "result.json").read_text())
     assert result["outcome"] == "invalid" and "expected EAGLE3" in result["error"]
     assert not (folder / "server.log").exists(), proc.stdout

@@ -68,5 +68,5 @@ def test_specsweep_sweep_runs_the_sweep_from_any_folder(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "sweep finished with status FINISHED" in proc.stdout
-    (summary,) = (results / "kimi-k25-eagle3").glob("summary-*.json")
+    (summary,) = results.glob("kimi-k25-eagle3-smoke-*/summary-*.json")  # named from its setup
     assert json.loads(summary.read_text())["trials"]

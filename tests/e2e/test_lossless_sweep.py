@@ -23,6 +23,7 @@ def sweep(tmp, *overrides: str) -> subprocess.CompletedProcess:
     argv = [
         *(sys.executable, "sweep.py", "-m", f"tracking.dir={tmp}", f"server.port={free_port()}"),
         *("experiment=smoke", "report=false", "search.n_trials=1", f"search.enqueue=[{GOOD}]"),
+        "search.study_name=kimi-k25-eagle3",
         "search.remeasure_baseline=false",
         *overrides,
     ]

@@ -35,7 +35,7 @@ def sweep(tmp, port: int, *overrides: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def two_studies(tmp_path_factory):
     tmp, port = tmp_path_factory.mktemp("results"), free_port()
-    first = sweep(tmp, port, "search.n_trials=5")
+    first = sweep(tmp, port, "search.n_trials=5", "search.study_name=kimi-k25-eagle3")
     second = sweep(tmp, port, "search.n_trials=2", "search.study_name=kimi-k25-eagle3-b")
     return tmp, first, second
 

@@ -13,7 +13,7 @@ import pytest
 from analysis.load import load_runs
 from harness.server.procs import free_port
 from tests.conftest import ROOT
-from tests.e2e.test_sweep_cli import sweep
+from tests.e2e.test_sweep_cli import single_folder, sweep
 
 pytestmark = pytest.mark.e2e
 
@@ -102,7 +102,11 @@ def test_unwritable_results_dir(tmp_path):
 def test_changed_search_space_warns(tmp_path):
     first = sweep(tmp_path, free_port(), "search.n_trials=1", "search.remeasure_baseline=false")
     assert first.returncode == 0, first.stdout + first.stderr
-    proc = preflight(f"tracking.dir={tmp_path}", "search.space.speculative_num_steps.high=3")
+    proc = preflight(
+        f"tracking.dir={tmp_path}",
+        "search.study_name=kimi-k25-eagle3",  # the study sweep() ran (tests/e2e/test_sweep_cli)
+        "search.space.speculative_num_steps.high=3",
+    )
     assert (
         "trials from another search space" in proc.stdout and "new search.study_name" in proc.stdout
     )
@@ -129,7 +133,7 @@ def test_provenance_of_two_identical_runs_differs_only_in_time(tmp_path):
     for name in ("a", "b"):
         proc = sweep(tmp_path / name, port, multirun=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        folder = tmp_path / name / "kimi-k25-eagle3" / "single"
+        folder = single_folder(tmp_path / name / "kimi-k25-eagle3")
         records.append(json.loads((folder / "provenance.json").read_text()))
         frames.append(load_runs("kimi-k25-eagle3", f"sqlite:///{tmp_path / name}/mlflow.db"))
     a, b = records

@@ -32,6 +32,7 @@ def study(tmp_path_factory):
     argv = [
         *(sys.executable, "sweep.py", "-m", f"tracking.dir={tmp}", f"server.port={free_port()}"),
         *("experiment=smoke", "report=false", "search.n_trials=2", f"benchmark.runs={RUNS}"),
+        "search.study_name=kimi-k25-eagle3",
         # every trial measured in full: the model sampler's opening is screened with one run
         "search.sampler.name=tpe",
         *(f"benchmark.requests_per_run={PER_RUN}", f"benchmark.warmup={WARMUP}"),

@@ -34,20 +34,25 @@ def test_a_resume_composes_from_the_studys_snapshot_and_refuses_incomparable_edi
     manifest = json.loads((frozen.parent / "manifest.json").read_text())
     assert "benchmark/reasoning_2048.yaml" in manifest["files"]
 
-    # An edit of what trials measure (the stall threshold) makes them incomparable.
+    # An edit of what trials measure (which prompts each run draws) makes them incomparable,
+    # named key by key, stored -> now.
     benchmark = frozen / "benchmark" / "reasoning_2048.yaml"
     original = benchmark.read_text()
-    edit_yaml(benchmark, min_request_tok_s=4.0)
+    edit_yaml(benchmark, seed=5)
     refused = sweep(tmp_path, port, "search.n_trials=2", "search.remeasure_baseline=false")
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "conf/benchmark/reasoning_2048.yaml changed since study 'kimi-k25-eagle3'" in (
-        refused.stdout
-    )
-    assert "benchmark.*" in refused.stdout and "search.study_name=kimi-k25-eagle3-2" in (
-        refused.stdout
-    )
+    out = " ".join(refused.stdout.split())
+    assert "conf/benchmark/reasoning_2048.yaml changed since study 'kimi-k25-eagle3'" in out
+    assert "benchmark.seed: 5 → 0" in out and "drop search.study_name=kimi-k25-eagle3" in out
     assert "Traceback" not in refused.stdout + refused.stderr
     assert not (tmp_path / "kimi-k25-eagle3" / "trial_0002").exists()
+    benchmark.write_text(original)
+
+    # An edit of a timeout (how long a slow request may take) measures the same: not applied.
+    edit_yaml(benchmark, min_request_tok_s=4.0)
+    timeout = sweep(tmp_path, port, "search.n_trials=1", "search.remeasure_baseline=false")
+    assert timeout.returncode == 0, timeout.stdout + timeout.stderr
+    assert "in nothing a measurement depends on" in " ".join(timeout.stdout.split())
     benchmark.write_text(original)
 
     # An edit of the search file is comparable: named, not applied, and the trials compose from

@@ -72,7 +72,7 @@ def test_a_resume_finishes_the_studys_trials_and_answers_for_all_of_them(tmp_pat
 
     third = sweep(tmp_path, port, "search.n_trials=2", *QUIET)
     assert third.returncode == 0, third.stdout + third.stderr
-    assert "no trials: the study already has its 2" in third.stdout
+    assert "no trials: the study has 2 of search.n_trials=2 already" in third.stdout
     assert f"The study's {len(names)} trials ({len(names)} from earlier sweeps" in third.stdout
     assert "0 this sweep" in third.stdout
     assert "Best: trial_000" in third.stdout  # the study's answer, though nothing ran now

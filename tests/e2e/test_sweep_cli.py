@@ -26,7 +26,15 @@ GOOD = (
 )
 # conf/experiment/smoke.yaml: the benchmarks run it too. Without the closing report: its figures
 # cost ~5 s per sweep, and tests/e2e/test_analysis.py (report=true) is the one that reads it.
-SMALL = ["experiment=smoke", "report=false"]
+# The study named, so a test finds its folder (a name is otherwise derived from the setup:
+# tests/e2e/test_one_study_per_setup.py).
+SMALL = ["experiment=smoke", "report=false", "search.study_name=kimi-k25-eagle3"]
+
+
+def single_folder(study: Path) -> Path:
+    """The one `specsweep trial` folder of a study (each call has its own, single-<time>)."""
+    (folder,) = study.glob("single-*")
+    return folder
 
 
 def sweep(
@@ -57,7 +65,7 @@ def test_sweep_succeeds_and_tells_the_user_where_results_are(first_sweep):
     out = proc.stdout
     assert "SIMULATED" in out
     assert "[3/3]" in out and "Best:" in out and "× the baseline" in out
-    assert f"mlflow server --backend-store-uri sqlite:///{tmp}/mlflow.db" in out
+    assert f"specsweep ui --results {tmp}   then http://127.0.0.1:5000/" in out
     assert "Traceback" not in proc.stderr
     assert "preflight: " in out and "Wall time" in out and "server start-ups" in out
 
@@ -184,9 +192,10 @@ def test_single_run_without_multirun_measures_one_trial(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # Never SGLang's own default (0.758 leaves Kimi-K2.5 no KV cache here): the run names one.
     assert "server.mem_fraction_static unset: this run uses 0.85" in proc.stdout
-    command = (tmp_path / "kimi-k25-eagle3" / "single" / "command.sh").read_text()
+    folder = single_folder(tmp_path / "kimi-k25-eagle3")
+    command = (folder / "command.sh").read_text()
     assert "--mem-fraction-static 0.85" in command
-    result = json.loads((tmp_path / "kimi-k25-eagle3" / "single" / "result.json").read_text())
+    result = json.loads((folder / "result.json").read_text())
     assert result["outcome"] == "ok" and result["effective"]["speculative_num_draft_tokens"] == 3
     assert processes_mentioning(f"--port {port} ") == []
 
@@ -194,6 +203,7 @@ def test_single_run_without_multirun_measures_one_trial(tmp_path):
 def test_outputs_cut_while_thinking_show_a_truncation_rate_and_a_warning(tmp_path):
     proc = sweep(tmp_path, free_port(), "benchmark.max_tokens=128", multirun=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads((tmp_path / "kimi-k25-eagle3" / "single" / "result.json").read_text())
+    folder = single_folder(tmp_path / "kimi-k25-eagle3")
+    result = json.loads((folder / "result.json").read_text())
     assert result["metrics"]["truncation_rate"] == 1.0
     assert "cut at max_tokens before the reasoning ended" in proc.stdout
