@@ -11,6 +11,8 @@ paging       the KV page size: SGLang's default per GPU and the MLA backends tha
 attention    the attention backend SGLang picks when none is given, per version, and its line
 memory       the GPU memory defaults: mem_fraction_static when unset, the multimodal KV
              reservation, the "no GPU memory for the KV cache" refusal, per architecture
+host_memory  what SGLang holds in host memory: the checkpoint files it loads (through the page
+             cache) and the HiCache host pool, per rank, beside a 10 GiB reserve
 adaptive     adaptive speculative decoding: SGLang's built-in step policy and the schema of an
              --speculative-adaptive-config file
 """

@@ -54,7 +54,9 @@ class ModelConfig:
     trust_remote_code: bool = False
     context_length: Optional[int] = None
     sim_profile: Optional[str] = None  # the simulator's target profile
-    host_ram_gb: float = 64.0  # host memory the server needs besides HiCache (processes, buffers)
+    # Host memory the server's processes need besides HiCache (assumed; not the checkpoint, which
+    # SGLang reads through the page cache: harness.sglang.host_memory, docs/preflight.md).
+    host_ram_gb: float = 64.0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
 
 

@@ -12,9 +12,8 @@ from harness.drafter_gate import cached_snapshot, drafter_problems, hf_cache_roo
 from harness.record.layout import ResultsLayout
 from sweep.launch.app import CONF_DIR
 from sweep.preflight.check import Check
+from sweep.preflight.weights import gib
 from sweep.study.space import SearchSpace
-
-GIB = 2**30
 
 
 def _drafter_choices(cfg: DictConfig, space: SearchSpace) -> list[str | None]:
@@ -30,8 +29,9 @@ def _drafter_choices(cfg: DictConfig, space: SearchSpace) -> list[str | None]:
     return [p for p in dict.fromkeys(paths) if p]
 
 
-def _size_gb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / GIB
+def _size(path: Path) -> str:
+    """Everything under `path` (weights, tokenizer, config), in GiB or MiB."""
+    return gib(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()))
 
 
 def _hub_checks(cfg: DictConfig, what: str, path: str) -> list[Check]:
@@ -45,7 +45,7 @@ def _hub_checks(cfg: DictConfig, what: str, path: str) -> list[Check]:
                 what,
                 "pass",
                 f"{path}: a hub id, in the local Hugging Face cache "
-                f"(revision {snapshot.name[:12]}, {_size_gb(snapshot):.1f} GB)",
+                f"(revision {snapshot.name[:12]}, {_size(snapshot)})",
             )
         ]
         if what == "drafter":
@@ -134,7 +134,7 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
                 Check(what, "fail", f"{path}: not readable", f"fix the permissions of {path}")
             )
         else:
-            checks.append(Check(what, "pass", f"{path}: {_size_gb(p):.1f} GB"))
+            checks.append(Check(what, "pass", f"{path}: {_size(p)} on disk"))
         if what == "drafter" and p.is_dir():
             checks += _drafter_check(cfg, path)
     return checks

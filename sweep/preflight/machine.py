@@ -1,13 +1,13 @@
-"""Preflight checks of the machine: the engine, the GPUs, host memory and disk."""
+"""Preflight checks of the machine: the engine, the GPUs, disk and open files."""
 
 from __future__ import annotations
 
 import contextlib
 import io
-import os
 import resource
 import shutil
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -20,7 +20,7 @@ from harness.server.flags import (
     probe_sglang,
     surface_of,
 )
-from harness.server.gpu import gpu_inventory, gpu_processes
+from harness.server.gpu import gpu_processes
 from harness.sglang.surfaces import (
     ASSUMED_FOR_UNREAD,
     CURRENT,
@@ -30,18 +30,9 @@ from harness.sglang.surfaces import (
 )
 from sweep.launch.parse_check import sim_unmodelled
 from sweep.preflight.check import Check
-from sweep.study.space import SearchSpace
+from sweep.preflight.launched import Knob
 
 GIB = 2**30
-
-
-def _top(space: SearchSpace, name: str, fallback):
-    param = space.params.get(name)
-    if param is None:
-        return fallback
-    if param.type == "categorical":
-        return max((c for c in param.choices if c is not None), default=fallback)
-    return param.high
 
 
 def _wrapper_check(program: tuple[str, ...], wanted: str | None) -> Check:
@@ -156,8 +147,11 @@ def unread_release_check(found: str, version: str) -> Check:
     )
 
 
-def check_gpus(cfg: DictConfig, space: SearchSpace) -> list[Check]:
-    inventory = gpu_inventory()
+def check_gpus(
+    cfg: DictConfig, fraction: Knob | None, inventory: dict[str, Any] | None
+) -> list[Check]:
+    """The GPUs NVML sees (`inventory`; None: not readable) against the config, and their free
+    memory against the fractions the sweep launches (`fraction`, as its memory policy takes it)."""
     if inventory is None:
         if cfg.engine.name == "sim":
             return [Check("gpus", "pass", "no NVML here; the simulator needs no GPU")]
@@ -210,48 +204,34 @@ def check_gpus(cfg: DictConfig, space: SearchSpace) -> list[Check]:
                 "stop them (a half-killed server?) before the sweep starts",
             )
         )
-    fraction = _top(space, "mem_fraction_static", cfg.server.mem_fraction_static) or 0.9
-    short = [
-        i
-        for i, (free, total) in enumerate(
-            zip(inventory["free_mib"], inventory["total_mib"], strict=True)
-        )
-        if free < fraction * total
-    ]
-    if short:
-        checks.append(
-            Check(
-                "gpu memory",
-                "fail",
-                f"GPUs {short} have less free memory than mem_fraction_static={fraction} needs",
-                "free the GPUs or lower the fraction",
-            )
-        )
+    checks += _free_memory(inventory, fraction)
     return checks
 
 
-def _host_ram_gb(cfg: DictConfig) -> tuple[float, str]:
-    if cfg.engine.name == "sim":
-        return float(cfg.hardware.host_ram_gb), "the simulated box (hardware.host_ram_gb)"
-    pages = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return pages / GIB, "available on this machine"
+def _free_memory(inventory: dict[str, Any], fraction: Knob | None) -> list[Check]:
+    """FAIL where a GPU's free memory is below the smallest fraction the sampler proposes (the
+    held one, where the policy holds it); warn where below the largest any launch takes."""
+    if fraction is None:  # left to SGLang, which sizes from the memory it finds free
+        return []
+    pairs = list(zip(inventory["free_mib"], inventory["total_mib"], strict=True))
+    for status, value in (("fail", min(fraction.sampled)), ("warn", max(fraction.launched))):
+        short = [i for i, (free, total) in enumerate(pairs) if free < value * total]
+        if short:
+            return [
+                Check(
+                    "gpu memory",
+                    status,
+                    f"GPUs {short} have less free memory than {fraction.name}={value:g} needs "
+                    f"({fraction.name} {fraction.why})",
+                    "free the GPUs or lower the fraction",
+                )
+            ]
+    return []
 
 
-def check_host(cfg: DictConfig, space: SearchSpace) -> list[Check]:
+def check_host(cfg: DictConfig) -> list[Check]:
+    """Disk for the results and the open-file limit (host memory: sweep.preflight.host_ram)."""
     checks = []
-    hicache = _top(space, "hicache_size", cfg.server.hicache_size) or 0
-    need = hicache * cfg.model.tp + cfg.model.host_ram_gb
-    have, where = _host_ram_gb(cfg)
-    detail = (
-        f"HiCache up to {hicache} GB x TP {cfg.model.tp} + model {cfg.model.host_ram_gb} GB = "
-        f"{need:.0f} GB needed; {have:.0f} GB {where}"
-    )
-    if need > have:
-        checks.append(
-            Check("host ram", "fail", detail, "lower the top of search.space.hicache_size")
-        )
-    else:
-        checks.append(Check("host ram", "pass", detail))
     results = Path(cfg.tracking.dir).resolve()
     existing = next(p for p in (results, *results.parents) if p.exists())
     free = shutil.disk_usage(existing).free / GIB

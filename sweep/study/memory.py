@@ -89,7 +89,40 @@ def resolve_mode(mode: str, objective) -> str:
     return "auto" if max(objective_levels(objective)) > 1 else "pin"
 
 
-def _grid(dist: BaseDistribution) -> list[float]:
+def policies(mode: str, objective, demand: Demand | None) -> tuple[str, ...]:
+    """The policies the sampled trials of a new study run under, in order: `("pin",)`,
+    `("ceiling",)` or `("sample",)`; auto over a load profile is `("pin", "ceiling")` (pinned
+    until a started server's KV pool binds, `MemorySampler.policy`), or `("ceiling",)` where the
+    benchmark's lengths are unknown and the pool cannot be judged."""
+    resolved = resolve_mode(mode, objective)
+    if resolved != "auto":
+        return (resolved,)
+    return ("ceiling",) if demand is None else ("pin", "ceiling")
+
+
+def held_by(policy: str) -> set[str]:
+    """The knobs `policy` holds at one value: both under `pin` (the fraction moved only down where
+    it would not start); none under `ceiling` (the fraction bisected up towards the OOM boundary,
+    HiCache sampled) or `sample`."""
+    return {FRACTION, HICACHE} if policy == "pin" else set()
+
+
+def held_hicache(dist: BaseDistribution) -> Any:
+    """The HiCache size `pin` holds: the smallest numeric choice (0: off), or the range's low."""
+    if isinstance(dist, CategoricalDistribution):
+        numeric = [c for c in dist.choices if isinstance(c, int | float)]
+        return min(numeric) if numeric else dist.choices[0]
+    return dist.low  # type: ignore[attr-defined]
+
+
+def opening_fraction(grid: list[float], prior: float | None = None) -> float:
+    """The reference a study holds before any trial has run: the first enqueued prior's fraction
+    (snapped to the grid), else the lower quarter of the range."""
+    return _snap(float(prior), grid) if prior is not None else grid[len(grid) // 4]
+
+
+def fraction_grid(dist: BaseDistribution) -> list[float]:
+    """The fractions the policy chooses from: the choices, the step grid, or 13 points."""
     if isinstance(dist, CategoricalDistribution):
         return sorted(float(c) for c in dist.choices if c is not None)
     assert isinstance(dist, FloatDistribution)
@@ -118,7 +151,8 @@ class MemorySampler(BaseSampler):
         return "ceiling" if capacity.binds(trials, self.level, self.demand) else "pin"
 
     def managed(self, study: Study) -> set[str]:
-        return {FRACTION, HICACHE} if self.policy(study) == "pin" else {FRACTION}
+        """Out of the wrapped sampler's space: the fraction always, and what the policy holds."""
+        return {FRACTION} | held_by(self.policy(study))
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()
@@ -138,10 +172,8 @@ class MemorySampler(BaseSampler):
         if param_name not in (FRACTION, HICACHE) or (param_name == HICACHE and policy != "pin"):
             return self.base.sample_independent(study, trial, param_name, param_distribution)
         if param_name == HICACHE:
-            choices = list(param_distribution.choices)  # type: ignore[attr-defined]
-            numeric = [c for c in choices if isinstance(c, int | float)]
-            return min(numeric) if numeric else choices[0]
-        value = self.fraction(study, trial, _grid(param_distribution), policy)
+            return held_hicache(param_distribution)
+        value = self.fraction(study, trial, fraction_grid(param_distribution), policy)
         if isinstance(param_distribution, CategoricalDistribution):
             return min(param_distribution.choices, key=lambda c: abs(float(c) - value))
         return value
@@ -205,11 +237,11 @@ def _reference(trials: list[FrozenTrial], trial: FrozenTrial, grid: list[float])
             return _snap(float(t.params[FRACTION]), grid)
     for t in (trial, *ordered):
         if t.user_attrs.get(PRIOR_FRACTION) is not None:
-            return _snap(float(t.user_attrs[PRIOR_FRACTION]), grid)
+            return opening_fraction(grid, t.user_attrs[PRIOR_FRACTION])
     for t in ordered:
         if FRACTION in t.params:
             return _snap(float(t.params[FRACTION]), grid)
-    return grid[len(grid) // 4]
+    return opening_fraction(grid)
 
 
 def _known_to_fail(fraction: float, feasibility: Feasibility) -> bool:
@@ -276,8 +308,13 @@ __all__ = [
     "MODES",
     "PRIOR_FRACTION",
     "MemorySampler",
+    "fraction_grid",
     "group_of",
+    "held_by",
+    "held_hicache",
     "objective_levels",
+    "opening_fraction",
+    "policies",
     "resolve_mode",
     "wrap",
 ]

@@ -35,6 +35,7 @@ def test_default_configuration_passes(tmp_path):
     for name in (
         "engine",
         "gpus",
+        "weights",
         "host ram",
         "disk",
         "open files",
@@ -59,10 +60,17 @@ def test_port_taken_by_a_foreign_process(tmp_path):
     assert "server.port=<port>" in proc.stdout
 
 
-def test_hicache_times_tp_above_host_ram(tmp_path):
-    proc = preflight(f"tracking.dir={tmp_path}", "hardware.host_ram_gb=256")
-    assert proc.returncode == 1
-    assert "HiCache up to 48 GB x TP 8" in proc.stdout and "448 GB needed; 256 GB" in proc.stdout
+def test_host_ram_is_judged_at_the_hicache_the_sweep_launches(tmp_path):
+    held = preflight(f"tracking.dir={tmp_path}", "hardware.host_ram_gb=256")
+    assert held.returncode == 0, held.stdout  # search.memory=auto holds HiCache at 0
+    line = " ".join(held.stdout.split())
+    assert "pass host ram HiCache off (held at 0 GB: search.memory=auto pins it" in line
+    searched = preflight(
+        f"tracking.dir={tmp_path}", "hardware.host_ram_gb=256", "search.memory=sample"
+    )
+    line = " ".join(searched.stdout.split())
+    assert searched.returncode == 0 and "warn host ram HiCache 48 GB x TP 8" in line
+    assert "459 GB needed, more than the simulated box's 256 GB" in line
 
 
 def test_missing_drafter_path_on_a_gpu_box(tmp_path):
@@ -113,13 +121,13 @@ def test_changed_search_space_warns(tmp_path):
 
 
 def test_a_failing_preflight_stops_the_sweep_before_anything_starts(tmp_path):
-    proc = sweep(tmp_path, free_port(), "hardware.host_ram_gb=100")
+    proc = sweep(tmp_path, free_port(), "hardware.host_ram_gb=10")  # under model.host_ram_gb
     assert proc.returncode == 2 and "preflight failed" in proc.stdout
     assert not (tmp_path / "mlflow.db").exists()
     skipped = sweep(
         tmp_path,
         free_port(),
-        "hardware.host_ram_gb=100",
+        "hardware.host_ram_gb=10",
         "preflight=false",
         "search.n_trials=0",
         "search.baseline=false",
