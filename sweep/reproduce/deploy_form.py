@@ -7,14 +7,16 @@ SGLang's command line), so the deploy form rebuilds the command from the trial's
 with SGLang's program and without the simulator's own flags. `--form sim` keeps the simulator's
 command (to try the export on a machine without a GPU). The model and drafter paths are the
 ones the user configured (model.path, drafter.path) unless overridden, and the warnings say
-which of them cannot be what a deployment loads.
+which of them cannot be what a deployment loads. What the server resolved for the trial is
+pinned as flags (sweep.reproduce.measured): the attention backend, the request cap and the
+decode CUDA-graph batch size it was measured with.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -24,6 +26,7 @@ from harness.server.command import ServerCommand, build_server_command
 from harness.sim.cli import build_parser
 from harness.spec import ServerSpec, TrialSpec
 from sweep.paths import CONF
+from sweep.reproduce.measured import Measured, pin
 
 SGLANG, SIM = "sglang", "sim"
 FORMS = (SGLANG, SIM)
@@ -51,14 +54,17 @@ class DeployForm:
     warnings: tuple[str, ...]  # for the console and the top of launch_server.sh
     simulated: bool  # the numbers that chose it came from the simulator
     speculative: bool  # False: the baseline
+    pins: tuple[str, ...] = ()  # what is pinned as measured, or why not (measured.pin)
+    pinned: dict[str, str] = field(default_factory=dict)  # the pinned flags and their values
+    engine: str | None = None  # what it was measured on (measured.Measured.engine)
 
     def comments(self) -> list[str]:
         """What the exported script and unit say above the command, in reading order."""
         if self.form == SIM:
             origin = (
                 "The simulator's command (python -m harness.sim), as the trial ran: it serves "
-                "simulated numbers on a CPU, not the model. Without --form sim, sweep.reproduce "
-                "exports SGLang's command."
+                "simulated numbers on a CPU, not the model. Without --form sim, specsweep "
+                "reproduce exports SGLang's command."
             )
         elif self.simulated:
             origin = (
@@ -74,6 +80,12 @@ class DeployForm:
                 "harness/sim's performance model, not hardware). Measure it with engine=sglang "
                 "before relying on them."
             )
+        if self.engine is not None:
+            notes.append(
+                f"Measured on {self.engine}. Deploy it on that SGLang release: another one may "
+                "resolve the settings below differently."
+            )
+        notes += [f"Pinned as measured: {p}" for p in self.pins]
         if not self.speculative:
             notes.append("The baseline: no speculation (SGLang without a drafter).")
         notes += [f"WARNING: {w}" for w in self.warnings]
@@ -138,9 +150,15 @@ def _deploy_server(server: ServerSpec, overrides: Overrides) -> tuple[ServerSpec
 
 
 def deploy_form(
-    spec: TrialSpec, form: str = SGLANG, overrides: Overrides = Overrides()
+    spec: TrialSpec,
+    form: str = SGLANG,
+    overrides: Overrides = Overrides(),
+    measured: Measured | None = None,
+    attention: bool = True,
 ) -> DeployForm:
-    """The command to deploy `spec`'s configuration in `form`, and what to warn about."""
+    """The command to deploy `spec`'s configuration in `form`, and what to warn about; with
+    `measured`, what the trial's server resolved pinned as flags (`attention` False: not the
+    attention backend)."""
     if form not in FORMS:
         raise ConfigError(f"--form {form}: use one of {', '.join(FORMS)}.")
     engine = spec.engine
@@ -150,6 +168,13 @@ def deploy_form(
             "command to keep; drop --form (the default is --form sglang)."
         )
     server, notes = _deploy_server(spec.server, overrides)
+    pins: list[str] = []
+    pinned_flags: dict[str, str] = {}
+    if measured is not None:
+        given = [*server.extra_args, *engine.extra_args]
+        version = engine.sglang_version
+        pinned = pin(server, measured, given, version, attention, engine.simulated)
+        server, pins, pinned_flags = pinned.server, pinned.notes, pinned.flags
     if form == SGLANG and engine.simulated:
         engine = replace(
             engine,
@@ -164,7 +189,16 @@ def deploy_form(
         command = build_server_command(server, engine)
     if form == SGLANG:
         notes += path_warnings(server, spec.engine.simulated, overrides)
-    return DeployForm(form, command, tuple(notes), spec.engine.simulated, server.speculative)
+    return DeployForm(
+        form,
+        command,
+        tuple(notes),
+        spec.engine.simulated,
+        server.speculative,
+        tuple(pins),
+        pinned_flags,
+        measured.engine if measured is not None else None,
+    )
 
 
 def _looks_local(path: str) -> bool:
@@ -215,18 +249,17 @@ def path_warnings(server: ServerSpec, simulated: bool, overrides: Overrides) -> 
 
 def host_notes(host: str, port: int) -> list[str]:
     """What the listening address means for a service, and how to change it."""
-    change = "re-export with `python -m sweep.reproduce ... --host 0.0.0.0 --port N`"
     if host in LOOPBACK:
         return [
             f"--host {host} --port {port}: loopback, so only clients on this machine can reach "
-            "the server (other machines get connection refused). To serve the network, "
-            f"{change}, behind a firewall or a reverse proxy that terminates TLS "
-            "(SGLang's --api-key is a bearer token, not a transport)."
+            "the server (other machines get connection refused). To serve the network, export "
+            "again with --host 0.0.0.0 (the command below), behind a firewall or a reverse proxy "
+            "that terminates TLS (SGLang's --api-key is a bearer token, not a transport)."
         ]
     if host in ("0.0.0.0", "::", ""):
         return [
             f"--host {host} --port {port}: every interface, so any machine that reaches port "
             f"{port} can use the server: keep it behind a firewall or a reverse proxy, or "
-            "re-export with --host 127.0.0.1 for this machine only."
+            "export again with --host 127.0.0.1 for this machine only (the command below)."
         ]
     return [f"--host {host} --port {port}: reachable where {host} is routed."]

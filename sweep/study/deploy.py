@@ -6,10 +6,16 @@ by the study's ranking (its objective; over a latency limit never), deployed onl
 the baseline beyond noise: the paired 95% interval of its speedup (run r of both sent the same
 prompts) above 1x, or without pairs its lower bound above the baseline's upper bound. Otherwise
 the answer is the baseline: "speculation off". A study without a baseline deploys its best
-trial and says it was not compared. A best whose 95% interval overlaps the runner-up's is
-named as tied with it: the runs cannot tell the two apart, and either is as good an answer.
-Where the study measured several levels, each level's own answer (sweep.study.levels) is given
-beside the headline.
+trial and says it was not compared.
+
+The runner-ups whose 95% intervals overlap the best's are tied with it: the runs cannot tell
+them apart, so any of them is as good an answer by the objective, and the answer is the one
+cheapest to run (`cost`: fewest draft tokens, then fewest steps, then smallest topk: less
+verify work and memory a step, less to lose where the drafter guesses badly), with the others
+named. Where the answer is speculation, the one deployed must itself beat the baseline beyond
+its own paired interval: a cheaper tied configuration that does not is passed over for the next
+one that does (the best always does), and the line says why. Where the study measured several
+levels, each level's own answer (sweep.study.levels) is given beside the headline.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from sweep.readout.verdict import against_baseline, best_of, ratio_interval
 from sweep.study import levels
 
 BASELINE = "baseline"
+CHEAPEST = "(fewest draft tokens, then steps, then topk)"  # the order of `cost`
 
 
 @dataclass
@@ -37,6 +44,9 @@ class Decision:
     low: float | None = None
     high: float | None = None
     tied_with: list[str] = field(default_factory=list)  # runner-ups within the best's interval
+    # The deployed one's indistinguishable alternatives: the best and its tied runner-ups but
+    # the one deployed, fastest first (the Deploy line's "tied with").
+    alternatives: list[str] = field(default_factory=list)
     per_level: dict[int, str] = field(default_factory=dict)  # C -> trial name or levels.OFF
     next_command: str = ""
 
@@ -58,8 +68,8 @@ class Decision:
             )
             best = self.best if not self.speculation else "it"
             text += f" ({best}: {self.speedup:.2f}× the baseline{interval})"
-        if self.tied_with and self.speculation:
-            text += f"; {tie_text(self.tied_with)}"
+        if self.alternatives and self.speculation:
+            text += f"; {tie_text(self.alternatives)}"
         if len(self.per_level) > 1:
             each = ", ".join(f"{c}: {answer}" for c, answer in sorted(self.per_level.items()))
             text += f". Per level (table above): {each}"
@@ -90,9 +100,13 @@ def decide(
 ) -> Decision:
     best = best_of(results, exclude, ranking)
     base_ok = baseline is not None and baseline.outcome is Outcome.OK
-    decision = _decision(best, baseline if base_ok else None, ranking)
-    if best is not None:
-        decision.tied_with = tied(best, results, exclude, ranking)
+    runner_ups = tied(best, results, exclude, ranking) if best is not None else []
+    named = {r.name: r for r in results}
+    group = [best, *(named[n] for n in runner_ups)] if best is not None else []
+    decision = _decision(group, baseline if base_ok else None, ranking)
+    decision.tied_with = runner_ups
+    if decision.speculation:
+        decision.alternatives = [r.name for r in group if r.name != decision.deploy]
     decision.per_level = {row.concurrency: row.recommend for row in rows}
     decision.next_command = specsweep(
         "reproduce", "--experiment", experiment, "--results", results_dir
@@ -104,23 +118,65 @@ def decide(
     return decision
 
 
-def _decision(best: TrialResult | None, baseline: TrialResult | None, ranking: Ranking):
-    if best is None:
+def cost(result: TrialResult) -> tuple[int, int, int]:
+    """What a configuration costs to run, to order the indistinguishable: its draft tokens (the
+    verify step's width), then its steps (draft passes a step), then its topk, as the server
+    ran them (effective, else the requested values); a value it has none of counts as 0."""
+    values = result.effective or result.params
+    return tuple(int(values.get(k) or 0) for k in (labels.DRAFT, labels.STEPS, labels.TOPK))  # type: ignore[return-value]
+
+
+def _decision(group: list[TrialResult], baseline: TrialResult | None, ranking: Ranking):
+    """`group`: the best first, then its tied runner-ups ([] when nothing was measured)."""
+    if not group:
         reason = "no trial was measured within the limits"
         return Decision(BASELINE, levels.OFF, reason)
-    config = labels.config_text(best.effective or best.params)
+    best = group[0]
+    cheapest = sorted(group, key=cost)  # stable: among equal costs, the faster first
     if baseline is None:
+        pick = cheapest[0]
         reason = "the fastest measured; no baseline was measured, so not a comparison"
-        return Decision(best.name, config, reason, best=best.name)
+        if pick is not best:
+            reason = f"{_cheapest_text(len(group))}; no baseline was measured, so not a comparison"
+        return Decision(pick.name, _config(pick), reason, best=best.name)
     versus = against_baseline(best, baseline, ranking)
     if versus is None:
-        return Decision(best.name, config, "no baseline value to compare", best=best.name)
-    numbers = (best.name, versus.speedup, versus.low, versus.high)
-    if versus.faster:
-        reason = f"faster than the baseline beyond the 95% interval ({ranking.unit})"
-        return Decision(best.name, config, reason, *numbers)
-    reason = "no configuration beats the baseline beyond the 95% interval"
-    return Decision(BASELINE, levels.OFF, reason, *numbers)
+        return Decision(best.name, _config(best), "no baseline value to compare", best=best.name)
+    if not versus.faster:
+        reason = "no configuration beats the baseline beyond the 95% interval"
+        return Decision(BASELINE, levels.OFF, reason, best.name, *_numbers(versus))
+    passed_over = []  # cheaper tied ones that do not beat the baseline on their own runs
+    for pick in cheapest:
+        own = versus if pick is best else against_baseline(pick, baseline, ranking)
+        if own is not None and own.faster:
+            break
+        passed_over.append(pick.name)
+    reason = f"faster than the baseline beyond the 95% interval ({ranking.unit})"
+    if len(group) > 1 and not passed_over:
+        reason += f", and {_cheapest_text(len(group))}"
+    elif passed_over:  # said, so that nobody deploys the cheaper one by hand as just as good
+        reason += (
+            f", and of the {len(group)} configurations the 95% intervals cannot tell apart from "
+            f"the fastest, the cheapest to run {CHEAPEST} that is; not the cheaper "
+            f"{', '.join(passed_over)}: tied with the fastest, but not faster than the baseline "
+            "beyond its own 95% interval"
+        )
+    return Decision(pick.name, _config(pick), reason, best.name, *_numbers(own))
+
+
+def _cheapest_text(n: int) -> str:
+    return (
+        f"the cheapest to run {CHEAPEST} of the {n} configurations the 95% intervals cannot "
+        "tell apart from the fastest"
+    )
+
+
+def _config(result: TrialResult) -> str:
+    return labels.config_text(result.effective or result.params)
+
+
+def _numbers(versus) -> tuple[float, float | None, float | None]:
+    return versus.speedup, versus.low, versus.high
 
 
 def tied(

@@ -18,6 +18,10 @@ from sweep.config.specs import build_trial_spec
 from sweep.launch.app import CONF_DIR
 from sweep.paths import COMPAT_STUBS
 from sweep.reproduce.deploy_form import SGLANG_PROGRAM, Overrides, deploy_form
+from sweep.reproduce.measured import Measured
+
+# What a trial on Hopper recorded (sweep.reproduce.measured): pinned as flags in the export.
+PINS = Measured("fa3", 48, 48, 0.85, "0.5.23", None, "result.json")
 
 PYTHON = compat_python()
 pytestmark = pytest.mark.skipif(
@@ -29,7 +33,8 @@ def exported_flags(tmp_path, *overrides: str, given: Overrides | None = None) ->
     register()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"tracking.dir={tmp_path}", *overrides])
-    argv = deploy_form(build_trial_spec(cfg), overrides=given or Overrides()).command.argv
+    spec = build_trial_spec(cfg)
+    argv = deploy_form(spec, overrides=given or Overrides(), measured=PINS).command.argv
     assert argv[:3] == SGLANG_PROGRAM
     return list(argv[3:])
 
@@ -53,6 +58,8 @@ def test_sglang_parses_the_exported_command_as_the_trial_ran_it(tmp_path):
     assert (args["speculative_num_steps"], args["speculative_eagle_topk"]) == (3, 1)
     assert args["speculative_num_draft_tokens"] == 4 and args["mem_fraction_static"] == 0.85
     assert (args["host"], args["port"]) == ("0.0.0.0", 8000)
+    assert args["attention_backend"] == "fa3" and args["max_running_requests"] == 48
+    assert args["cuda_graph_max_bs_decode"] == 48
     assert plain["error"] is None and plain["args"]["speculative_algorithm"] is None
 
 

@@ -107,7 +107,7 @@ def test_the_table_is_written_for_mlflow_and_the_report(tmp_path):
 
 
 def test_export_picks_by_the_studys_objective_and_limits_not_always_tok_s():
-    from sweep.reproduce.export import best_by_objective
+    from sweep.reproduce.choose import best_by_objective
 
     runs = [(r.name, r.metrics) for r in (FAST, STEADY)]
     assert best_by_objective(runs, Objective("tok_s", 64))[0] == 0  # FAST: 150 tok/s
