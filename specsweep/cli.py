@@ -179,4 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[name].run(rest) or 0
     except SystemExit as exc:  # argparse's --help and errors, Hydra's exit
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):  # SystemExit("why"): Python prints it; so must we
+            print(exc.code, file=sys.stderr)
+            return 1
+        return exc.code if isinstance(exc.code, int) else 0

@@ -80,17 +80,23 @@ def pick_run(
 
 
 def study_answer(client: MlflowClient, experiment: str, runs: list[Run]) -> tuple[Run, str] | None:
-    """The run the study's last finished sweep said to deploy (its parent run's
-    `specsweep.deploy` tag, sweep.study.deploy): a trial, or the baseline for speculation off.
-    None for a study recorded before the tag, or one whose named run is not here."""
+    """The run the study's last sweep said to deploy (its parent run's `specsweep.deploy` tag,
+    sweep.study.deploy): a trial, or the baseline for speculation off. None for a study recorded
+    before the tag, or one whose named run is not here. A last sweep without an answer (it was
+    interrupted, or measured nothing: an empty tag and its "No recommendation" line) exits with
+    that line: its study has no answer to export until it is resumed, or a run is named."""
     sweeps = [
-        r
-        for r in trial_runs_any(client, experiment, "sweep")
-        if r.data.tags.get("specsweep.deploy")
+        r for r in trial_runs_any(client, experiment, "sweep") if "specsweep.deploy" in r.data.tags
     ]
     if not sweeps:
         return None
     tags = sweeps[0].data.tags
+    if not tags["specsweep.deploy"]:
+        said = tags.get("specsweep.deploy_line", "No recommendation")
+        raise SystemExit(
+            f"{said} The study has no answer to export: resume its sweep (the command it "
+            "printed under that line), or name a run with --run ID."
+        )
     answer, line = tags["specsweep.deploy"], tags.get("specsweep.deploy_line", "")
     why = f"the study's answer ({line.splitlines()[0] if line else answer})"
     if answer == "baseline":

@@ -97,8 +97,9 @@ def _options(group: str) -> dict[str, tuple[str, dict[str, Any]]]:
 def profile_study(cfg: Any, experiment: str, results: str) -> tuple[str, str]:
     """What it is for, and `specsweep sweep experiment=load_profile` with the study's engine,
     model, drafter and hardware (their conf/ options, found by the names the trial recorded; a
-    path or SGLang surface that differs from the option's is given as a key), a study name of
-    its own and the same results folder. What it could not carry is said with its purpose."""
+    path or SGLang surface that differs from the option's is given as a key) and the same
+    results folder; the sweep names a study of its own from that setup. What it could not carry
+    is said with its purpose."""
     overrides = [f"experiment={PROFILE_EXPERIMENT}"]
     gaps = []
     for group in SETUP_GROUPS:
@@ -116,7 +117,7 @@ def profile_study(cfg: Any, experiment: str, results: str) -> tuple[str, str]:
             mine = recorded.get(key)
             if key in values and mine is not None and str(mine) != str(values[key]):
                 overrides.append(f"{group}.{key}={mine}")
-    overrides += [f"search.study_name={experiment}-load-profile", f"tracking.dir={results}"]
+    overrides.append(f"tracking.dir={results}")  # a study of its own: its name is derived
     profile = OmegaConf.load(CONF / "experiment" / f"{PROFILE_EXPERIMENT}.yaml")
     levels = ", ".join(str(c) for c in profile.benchmark.concurrency)
     purpose = (

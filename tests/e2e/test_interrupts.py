@@ -170,6 +170,15 @@ def test_ctrl_c_while_closing(tmp_path):
     wait_for(lambda: "The study's" in out.text, "the closing table")
     ctrl_c(proc)
     command = interrupted(tmp_path, port, out, proc, "while closing")
+    # No export either: the study's last word is that it has no answer yet.
+    export = subprocess.run(
+        [str(Path(sys.executable).parent / "specsweep"), "export", "--experiment", STUDY,
+         "--results", str(tmp_path)],
+        cwd=ROOT, env=SHELL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert export.returncode != 0 and "No recommendation: interrupted while closing" in (
+        export.stdout + export.stderr
+    )
     resume_finishes(tmp_path, command)
 
 
