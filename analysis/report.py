@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__)
     parser.add_argument("--results", default="results", help="the sweep's tracking.dir")
     parser.add_argument(
-        "--experiment", help="the experiment (the study name; default: the only one in DIR)"
+        "--experiment", help="the study (default: the one swept last under --results)"
     )
     parser.add_argument(
         "--source",
@@ -220,11 +220,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _only_experiment(parser: argparse.ArgumentParser, results: str) -> str:
+    """The study swept last under `results` (or the only one with trial folders), said so."""
     found = experiments(results)
-    if len(found) != 1:
+    latest = ResultsLayout.at(results).latest_study()
+    chosen = latest if latest in found else (found[0] if len(found) == 1 else None)
+    if chosen is None:
         listed = ", ".join(found) if found else f"no trial folders under {results}"
         parser.exit(2, f"error: pass --experiment NAME ({listed})\n")
-    return found[0]
+    print(f"study {chosen} (swept last under {results}; --experiment NAME for another)")
+    return chosen
 
 
 if __name__ == "__main__":

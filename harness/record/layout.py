@@ -84,6 +84,13 @@ class ResultsLayout:
     def summaries(self) -> list[Path]:
         return sorted(self.root.glob("*/summary-*.json"))
 
+    def latest_study(self) -> str | None:
+        """The study swept last here (its newest summary), which `specsweep report` and
+        `specsweep reproduce` read when no study is named; None before any sweep closed."""
+        found = self.summaries()
+        newest = max(found, key=lambda p: (p.name, p.stat().st_mtime), default=None)
+        return newest.parent.name if newest is not None else None
+
     @staticmethod
     def summary_file(study_dir: Path, when: datetime | None = None) -> Path:
         """A sweep's summary, in its study folder (which Hydra's sweep dir may place elsewhere)."""

@@ -34,7 +34,10 @@ EXPORT_OPTIONS = (
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sweep.reproduce", description=description)
-    p.add_argument("--experiment", required=True, help="MLflow experiment (the study name)")
+    p.add_argument(
+        "--experiment",
+        help="the study (its MLflow experiment); default: the study swept last under --results",
+    )
     p.add_argument("--run", help="MLflow run id of the trial (default: the study's answer)")
     p.add_argument("--results", default="results", help="the sweep's tracking.dir")
     p.add_argument(

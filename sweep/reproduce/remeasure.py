@@ -112,6 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     register()
     layout = ResultsLayout.at(args.results)
     results = layout.root
+    if args.experiment is None:  # the study the user just swept, said so
+        args.experiment = layout.latest_study()
+        if args.experiment is None:
+            raise SystemExit(f"no study under {results}: run a sweep first, or pass --results DIR")
+        print(
+            f"study {args.experiment} (swept last under {results}; --experiment NAME for another)"
+        )
     client = MlflowClient(tracking_uri=args.tracking_uri or layout.mlflow_uri)
     run, why = pick_run(client, args.experiment, args.run, args.level)
     name = run.data.tags.get("mlflow.runName", run.info.run_id)
