@@ -31,8 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from harness.sglang.adaptive import ADAPTIVE_DEFAULT_CONFIG, ADAPTIVE_KNOB_DEFAULTS, adaptive_slots
 from sweep.adaptive.sglang_check import compat_python, disagreements, validate_with_sglang
+from sweep.readout.commands import specsweep
 from sweep.readout.console import console
 
 HOLD_MARGIN = 0.25  # accepted drafts between the measured EMA and a switch threshold
@@ -238,4 +241,5 @@ def after_sweep(study_dir: Path, concurrency: list[int], tracker: Any, parent: s
         return
     if parent is not None:
         tracker.client.log_artifact(parent, str(path))
-    console.print(f"  head-to-head with static: python -m sweep.adaptive --study {study_dir}")
+    again = specsweep("adaptive", "--study", str(study_dir))
+    console.print(f"  head-to-head with static: {escape(again)}", soft_wrap=True)

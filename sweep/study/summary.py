@@ -317,14 +317,15 @@ def finish(
             done.moment if status == "KILLED" else "", launches_spent(study), cfg.search
         )
 
-    def record(artifacts: list) -> list:
+    def record(report: bool) -> list:
         """What a later reader of the study finds says the answer the console is about to say,
-        or that there is none: the summary file (which the report reads), then the parent run."""
+        or that there is none: the summary file, the report (which reads it), the parent run."""
         write_summary(
             summary, cfg, replace(done, status=status), parent, metrics, rows, objective,
             compared, decision if answered else None, reuse, None if answered else unanswered(),
         )  # fmt: skip
-        if artifacts is None:  # the report, between the summary it reads and the parent run
+        artifacts = []
+        if report:
             artifacts = sweep_artifacts(cfg, study, objective, study_dir, summary, rows)
         tags = {**deploy.tags(decision), **resolve_tags(done.resolve)}
         if not answered:
@@ -334,7 +335,7 @@ def finish(
         return artifacts
 
     try:
-        artifacts = record(None)
+        artifacts = record(report=True)
     except KeyboardInterrupt:  # the close cut short: recorded as interrupted, without an answer
         status, answered = "KILLED", False
         if not done.moment:
@@ -343,7 +344,7 @@ def finish(
             "[yellow]interrupted while closing: the report was not finished; every "
             "measurement is in the trial folders.[/]"
         )
-        artifacts = record([])
+        artifacts = record(report=False)
     if not answered:
         lines = [line.replace("[bold]Best:[/bold]", "[bold]Best so far:[/bold]") for line in lines]
     for line in lines:

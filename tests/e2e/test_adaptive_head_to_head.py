@@ -39,7 +39,7 @@ def test_the_head_to_head_measures_three_deployments_per_level(tmp_path):
     # The multi-level sweep itself ends with the measured file, attached to its MLflow run.
     flat = proc.stdout.replace("\n", "")
     assert f"adaptive config: {study / 'adaptive_config.json'}" in flat
-    assert "head-to-head with static: python -m sweep.adaptive --study" in flat
+    assert "head-to-head with static: " in flat and f"specsweep adaptive --study {study}" in flat
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     [experiment] = [e for e in client.search_experiments() if e.name == "kimi-k25-eagle3"]
     parents = client.search_runs(
