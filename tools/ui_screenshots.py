@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from mlflow.tracking import MlflowClient  # noqa: E402
 
+from harness.record.layout import ResultsLayout  # noqa: E402
 from harness.server.procs import free_port  # noqa: E402
 from sweep.tracking.view import VIEW_TAG_PREFIX, view_key, view_link  # noqa: E402
 
@@ -111,13 +112,16 @@ def screenshot(browser: str, url: str, out: Path, size: tuple[int, int], virtual
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="results", help="the sweep's tracking.dir")
-    parser.add_argument("--study", default="kimi-k25-eagle3", help="search.study_name")
+    parser.add_argument("--study", help="the study (default: the one swept last in --results)")
     parser.add_argument("--experiment", help="tracking.experiment (default: the study's name)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "img"))
     args = parser.parse_args(argv)
     store = Path(args.results).resolve() / "mlflow.db"
     if not store.is_file():
-        sys.exit(f"no MLflow store at {store}: run a sweep first (python sweep.py -m)")
+        sys.exit(f"no MLflow store at {store}: run a sweep first (make sweep)")
+    args.study = args.study or ResultsLayout.at(args.results).latest_study()
+    if args.study is None:
+        sys.exit(f"no study in {args.results}: run a sweep first (make sweep), or pass --study")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     browser = chromium()

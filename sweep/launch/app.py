@@ -168,7 +168,10 @@ def study_arguments(argv: list[str], multirun: bool | None = None) -> list[str]:
     if explicit_name(overrides) is None:
         software = provenance.software(cfg)
         extra.append(f"{NAME_KEY}={derived_name(cfg, overrides, software, multirun=multirun)}")
-    return [*argv, *extra]
+    # Beside the overrides given: Hydra's parser takes its overrides as one run of positionals,
+    # so one after a flag's value (`--cfg hydra -p hydra.launcher`) would be refused.
+    at = max((i + 1 for i, token in enumerate(argv) if token in overrides), default=len(argv))
+    return [*argv[:at], *extra, *argv[at:]]
 
 
 def _composed(overrides: list[str]) -> DictConfig | None:

@@ -400,7 +400,7 @@ def test_the_signalled_trial_is_recorded_interrupted_with_its_server_stopped(sig
     assert trial.state is optuna.trial.TrialState.FAIL
     assert trial.user_attrs["outcome"] == "interrupted"
     log = (signalled.study_dir / caught["worker"] / "worker.log").read_text()
-    assert "interrupted: the server was stopped" in log
+    assert "interrupted during the trials: the server was stopped" in log
     # the worker stopped, not died: no "crashed sweep" found its trial running afterwards
     assert "a crashed sweep left" not in log
 
