@@ -40,6 +40,7 @@ from harness.measure.steady import equal_length_levels
 from harness.measure.step_acceptance import histogram_metrics, launch_steps, merged_levels
 from harness.record.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
 from harness.server.command import ServerCommand, build_server_command
+from harness.server.logs import crash_cause
 from harness.server.process import FATAL_GRACE_S, Server
 from harness.server.procs import wait_until
 from harness.server.redact import recorded_argv, recorded_shell
@@ -163,11 +164,13 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         _fail(result, Outcome.TIMEOUT, exc)
     except ServerCrashed as exc:
         _fail(result, Outcome.CRASH, exc)
+        _name_crash_cause(result, server.log_text(), spec.server.speculative)
     except KeyboardInterrupt:
         result.outcome, result.error = Outcome.INTERRUPTED, "interrupted by the user"
         raise
-    except MachineNotReady as exc:  # never launched: the folder must not say ok; the sweep stops
-        result.outcome, result.error = Outcome.ERROR, f"not launched: {exc}"
+    except MachineNotReady as exc:  # a busy port, held GPUs: not ok, and the sweep stops
+        result.outcome = Outcome.ERROR
+        result.error = f"{'' if server.proc else 'not launched: '}{exc}"
         raise
     finally:
         _record(result, server, bench, folder, started)
@@ -375,6 +378,17 @@ def _record(
     result.metrics.update(result.startup_phases)  # beside the measurements, whatever happened
     result.wall_s = time.monotonic() - started
     result.write(folder)
+
+
+def _name_crash_cause(result: TrialResult, log_text: str, speculative: bool) -> None:
+    """A crash the engine build causes whatever the configuration (harness.server.logs.crash_cause)
+    says so: no other speculative setting, fraction or drafter would start."""
+    if found := crash_cause(log_text, speculative):
+        result.crash_cause, line = found
+        result.error = (
+            f"{result.error}: this engine build cannot run speculation on this machine ({line}); "
+            "not an OOM, not the drafter: any speculative launch fails the same way here"
+        )
 
 
 def _fail(result: TrialResult, outcome: Outcome, exc: Exception) -> None:

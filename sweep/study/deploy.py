@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.record import labels
 from harness.record.results import Outcome, TrialResult
+from harness.server.logs import NO_SPECULATION
 from sweep.readout.commands import specsweep
 from sweep.readout.ranking import Ranking
 from sweep.readout.verdict import against_baseline, best_of, ratio_interval
@@ -91,6 +92,13 @@ def decide(
     best = best_of(results, exclude, ranking)
     base_ok = baseline is not None and baseline.outcome is Outcome.OK
     decision = _decision(best, baseline if base_ok else None, ranking)
+    crashed = [r for r in results if r.role != BASELINE and r.outcome is Outcome.CRASH]
+    if best is None and crashed and all(r.crash_cause == NO_SPECULATION for r in crashed):
+        decision.reason = (
+            "this engine build cannot run speculation on this machine: every speculative trial "
+            f"launched ({len(crashed)}) failed at start-up for the engine's own reason, not for "
+            "memory or the drafter (each trial's error names it)"
+        )
     if best is not None:
         decision.tied_with = tied(best, results, exclude, ranking)
     decision.per_level = {row.concurrency: row.recommend for row in rows}
