@@ -126,6 +126,7 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
     a("--enable-metrics", action="store_true")
     a("--log-level", default="info")
     a("--decode-log-interval", type=int, default=40)
+    a("--sleep-on-idle", action="store_true")  # SGLang spins idle without it; the simulator never
     sim = p.add_argument_group("simulator (not SGLang flags)")
     sim.add_argument(
         "--sim-sglang-version",
