@@ -15,7 +15,7 @@ COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette 
 REAL := .venv-real
 TINY := .tiny-models
 
-.PHONY: sweep test compat compat-env real-sglang-env tiny-models lint bench ui screenshots clean
+.PHONY: sweep test compat compat-env real-sglang-env tiny-models real-sweep lint bench ui screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,11 @@ tiny-models: $(TINY)/.built
 $(TINY)/.built: tools/build_tiny_models.py harness/data/prompts.jsonl | $(REAL)/.installed
 	nice -n 5 $(REAL)/bin/python tools/build_tiny_models.py --out $(TINY)
 	touch $@
+
+## The sweep on real SGLang on this CPU (experiment=real_cpu: the tiny models, a baseline measured
+## end to end, speculative trials this engine build cannot start here). ARGS as for `make sweep`.
+real-sweep: $(STAMP) $(REAL)/.installed $(TINY)/.built
+	$(PY) sweep.py -m experiment=real_cpu $(ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

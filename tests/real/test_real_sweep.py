@@ -17,7 +17,7 @@ import pytest
 from harness.record.results import Outcome, TrialResult, read_requests
 from harness.server.logs import NO_SPECULATION
 from harness.server.procs import free_port
-from tests.real.conftest import DRAFTER, ROOT, TARGET, sglang_processes
+from tests.real.conftest import ROOT, sglang_processes
 
 STUDY = "tiny-llama-cpu-ci"
 
@@ -34,8 +34,7 @@ def real_sweep(real_env, tmp_path_factory):
         f"tracking.dir={tmp / 'results'}",
         f"search.study_name={STUDY}",
         f"server.port={free_port()}",
-        f"model.path={TARGET}",
-        f"drafter.path={DRAFTER}",
+        # the experiment's own paths, relative to the checkout's root, as a user runs it
         f"engine.program=[{real_env},-m,sglang.launch_server]",
         "report=false",
     ]
@@ -50,6 +49,8 @@ def real_sweep(real_env, tmp_path_factory):
 def test_the_sweep_finishes_and_leaves_no_process(real_sweep):
     _, proc, _ = real_sweep
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    # preflight took the experiment's relative model path for what SGLang loads, not a hub id
+    assert "a hub id" not in proc.stdout
     assert sglang_processes() == []
 
 
