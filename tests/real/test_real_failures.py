@@ -1,7 +1,8 @@
 """How real SGLang 0.5.23 fails on this CPU, and what the harness makes of it: a fraction too
 small for the KV pool is a start-up KV OOM with SGLang's own text; a port taken while it starts
 is a port failure although SGLang prints that it is fired up; Ctrl-C in the middle of a sweep's
-run leaves no process behind. None of them calls a stand-in."""
+run leaves no process behind. None of them calls a stand-in. The simulator, given the same
+tiny fraction, fails with the same text and return code."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def real_server(python, port: int, log, *extra: str) -> Server:
     return Server(command, log, ready_timeout_s=300, stall_timeout_s=120, stop_grace_s=30)
 
 
-def simulator(port: int, log) -> Server:
-    spec = ServerSpec(model_path=str(TARGET), port=port)
+def simulator(port: int, log, *extra: str) -> Server:
+    spec = ServerSpec(model_path=str(TARGET), port=port, extra_args=(*CPU_FLAGS, *extra))
     sim = ("--sim-hardware", "h100_sxm", "--sim-target", "llama31_8b", "--sim-clock-scale", "50")
     engine = EngineSpec(name="sim", program=("python", "-m", "harness.sim"), extra_args=sim)
     return Server(build_server_command(spec, engine), log, ready_timeout_s=60, stop_grace_s=10)
@@ -60,8 +61,15 @@ def test_a_tiny_fraction_is_a_start_up_kv_pool_oom_with_sglangs_text(
         "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.0001"
         in caught.value.log_excerpt
     )
-    assert server.returncode is not None and server.returncode != 0
+    assert server.returncode == -9  # the launcher kills its tree and itself
     assert standin_calls() == [] and sglang_processes() == []
+    # the simulator, asked the same, fails the same way (its numbers are a GPU's)
+    sim = simulator(free_port(), tmp_path / "sim.log", "--mem-fraction-static", "0.0001")
+    with pytest.raises(ServerOOM) as simulated, sim:
+        sim.wait_ready()
+    assert simulated.value.kind == "kv_pool" and sim.returncode == server.returncode
+    text = "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+    assert text in caught.value.log_excerpt and text in simulated.value.log_excerpt
 
 
 def test_a_port_taken_during_start_up_is_a_port_failure_despite_the_fired_up_line(
