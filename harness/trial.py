@@ -99,17 +99,18 @@ class SilentReporter:
 
 
 def effective_params(info: dict[str, Any], gpus: str | None = None) -> dict[str, Any]:
-    """EFFECTIVE_KEYS from a server_info answer (0.5.23 `entrypoints/http_server.py::server_info`:
-    `ServerArgs.resolved_dict()` plus scheduler info; 0.5.1 `dataclasses.asdict(server_args)`),
-    with `gpus` (CUDA_VISIBLE_DEVICES as launched) as cuda_visible_devices."""
+    """EFFECTIVE_KEYS from /server_info (0.5.23 `ServerArgs.resolved_dict()` + scheduler info; 0.5.1
+    `asdict(server_args)`), `gpus` as cuda_visible_devices. A request cap SGLang sized itself is
+    None at the top (0.5.23): its scheduler's `internal_states` has it, per DP rank."""
     effective = {k: info[k] for k in EFFECTIVE_KEYS if k in info}
     graphs = info.get("cuda_graph_config")
     decode = graphs.get("decode") if isinstance(graphs, dict) else None
     if isinstance(decode, dict) and decode.get("max_bs") is not None:
         effective["cuda_graph_max_bs_decode"] = decode["max_bs"]
     effective.pop("cuda_visible_devices", None)
-    if gpus is not None:
-        effective["cuda_visible_devices"] = gpus
+    effective |= {"cuda_visible_devices": gpus} if gpus is not None else {}
+    if effective.get("max_running_requests") is None and (states := info.get("internal_states")):
+        effective["max_running_requests"] = states[0].get("effective_max_running_requests_per_dp")
     if info.get("enable_hierarchical_cache") is False:
         effective["hicache_size"] = 0
     return effective

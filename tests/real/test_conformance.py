@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import pytest
 
+from harness.errors import ServerCrashed
 from harness.server.command import build_server_command
+from harness.server.logs import NO_SPECULATION, crash_cause
 from harness.server.process import Server
 from harness.server.procs import free_port
 from harness.spec import EngineSpec, ServerSpec
-from tests.real.conftest import CPU_ENV, CPU_FLAGS, TARGET, sglang_processes
+from harness.trial import effective_params
+from tests.real.conftest import CPU_ENV, CPU_FLAGS, DRAFTER, TARGET, sglang_processes
 from tests.real.surface_probe import HARNESS_METRICS, Surface, probe
 
-# What the simulator is told besides SGLang's flags: it has no CPU profile, so it runs the
-# single-GPU profile's model of time and memory; the comparison is of shapes, not numbers.
+# What the simulator is told besides SGLang's flags: it models --device cpu's surface
+# (harness/sim/cpu_device.py) but a GPU profile's time and memory, so the comparison is of
+# shapes, not numbers.
 SIM_ARGS = ("--sim-hardware", "h100_sxm", "--sim-target", "llama31_8b", "--sim-clock-scale", "50")
 # /server_info fields the harness reads (harness.trial.EFFECTIVE_KEYS, surface_check's needs, the
 # clock, the start-up phases, acceptance's internal_states).
@@ -36,12 +40,8 @@ INFO_READ = (
     "startup_time",
 )
 # The differences that stay, each with its reason (docs/simulator.md, "Conformance with real
-# SGLang 0.5.23 on a CPU", has the same list). The simulator models a GPU server: it has no CPU
-# device (--device cpu: no graph capture, the "cpu graph" label).
-GRAPH_LABELS = ("cpu graph", "cuda graph")  # (real, simulator)
-SIM_ONLY_PHASES = {"startup_cuda_graph_decode_s"}  # it captures decode graphs; a CPU does not
-# Its labelled clock (docs/simulator.md, "The virtual clock"): on every chunk, never read as
-# SGLang's.
+# SGLang 0.5.23 on a CPU", has the same list). The simulator's labelled clock (docs/simulator.md,
+# "The virtual clock") is on every chunk, never read as SGLang's.
 SIM_STAMPS = {"sim_elapsed_s", "sim_wall_s"}
 # meta_info keys real SGLang adds that the harness does not read (timestamps, latencies, queue
 # and storage waits, weight versions, DP rank): the simulator leaves them out.
@@ -81,17 +81,20 @@ def measured(server: Server) -> Surface:
     return surface
 
 
+SIM_ENGINE = EngineSpec(name="sim", program=("python", "-m", "harness.sim"), extra_args=SIM_ARGS)
+
+
+def real_engine(python) -> EngineSpec:
+    return EngineSpec(
+        name="sglang", program=(str(python), "-m", "sglang.launch_server"), stall_timeout_s=120
+    )
+
+
 @pytest.fixture(scope="module")
 def both(real_env, tmp_path_factory) -> tuple[Surface, Surface]:
     tmp = tmp_path_factory.mktemp("conformance")
-    real_engine = EngineSpec(
-        name="sglang", program=(str(real_env), "-m", "sglang.launch_server"), stall_timeout_s=120
-    )
-    sim_engine = EngineSpec(
-        name="sim", program=("python", "-m", "harness.sim"), extra_args=SIM_ARGS
-    )
-    real = measured(launch(real_engine, tmp / "real.log"))
-    sim = measured(launch(sim_engine, tmp / "sim.log"))
+    real = measured(launch(real_engine(real_env), tmp / "real.log"))
+    sim = measured(launch(SIM_ENGINE, tmp / "sim.log"))
     assert sglang_processes() == []
     return real, sim
 
@@ -106,8 +109,19 @@ def test_server_info_fields_the_harness_reads(both):
     assert [k for k in INFO_READ if k not in sim.info] == []
     # the simulator's own block is its only field SGLang lacks
     assert set(sim.info) - set(real.info) == {"simulator"}
-    phases = differences(real.startup_phases, sim.startup_phases)
-    assert phases == {"real only": [], "simulator only": sorted(SIM_ONLY_PHASES)}
+    assert real.startup_phases == sim.startup_phases  # nothing captured on a CPU
+
+
+def test_the_effective_values_the_harness_records(both):
+    real, sim = both
+    ours, theirs = effective_params(real.info), effective_params(sim.info)
+    assert ours.keys() == theirs.keys()
+    # SGLang sizes the fraction from the machine's RAM on a CPU; the simulator's is a GPU's
+    differ = {k for k in ours if ours[k] != theirs[k]}
+    assert differ == {"mem_fraction_static"}, {k: (ours[k], theirs[k]) for k in differ}
+    assert ours["attention_backend"] == "torch_native" and ours["max_total_num_tokens"] == 8192
+    # SGLang sized the request cap itself: null at the top of /server_info, the scheduler's here
+    assert real.info["max_running_requests"] is None and ours["max_running_requests"] == 2048
 
 
 def test_metrics_the_harness_reads(both):
@@ -143,9 +157,39 @@ def test_log_lines_the_harness_parses(both):
     real, sim = both
     assert real.log_lines == sim.log_lines
     assert all(real.log_lines.values()), real.log_lines
-    assert (real.graph_label, sim.graph_label) == GRAPH_LABELS
+    assert real.graph_label == sim.graph_label == "cpu graph"
 
 
 def test_a_stop_ends_both_the_same_way(both):
     real, sim = both
     assert (real.stop_returncode, sim.stop_returncode) == (0, 0)
+
+
+def test_a_speculative_launch_fails_alike_on_both(real_env, tmp_path):
+    """Real SGLang dies at its KV pools (the sweep's trials, tests/real/test_real_sweep.py, with the
+    stand-in's error from SGLang's call site); the simulator with SGLang's own refusal past it.
+    Both end as the launcher kills its tree (-9), and the harness names the same cause."""
+    results = {}
+    for name, engine in (("real", real_engine(real_env)), ("sim", SIM_ENGINE)):
+        spec = ServerSpec(
+            model_path=str(TARGET),
+            port=free_port(),
+            extra_args=CPU_FLAGS,
+            env=CPU_ENV,
+            speculative_algorithm="EAGLE3",
+            speculative_draft_model_path=str(DRAFTER),
+            speculative_num_steps=2,
+            speculative_eagle_topk=1,
+            speculative_num_draft_tokens=3,
+        )
+        server = Server(
+            build_server_command(spec, engine), tmp_path / f"{name}.log", ready_timeout_s=300
+        )
+        with pytest.raises(ServerCrashed), server:
+            server.wait_ready()
+        results[name] = (server.returncode, crash_cause(server.log_text(), speculative=True))
+    assert results["real"][0] == results["sim"][0] == -9
+    assert results["real"][1][0] == results["sim"][1][0] == NO_SPECULATION
+    assert "copy_all_layer_kv_cache_cpu" in results["real"][1][1]  # the kernel it lacks
+    assert results["sim"][1][1] == "EAGLE is not supported in decode attention backend torch_native"
+    assert sglang_processes() == []
