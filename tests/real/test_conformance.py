@@ -16,8 +16,17 @@ from harness.server.process import Server
 from harness.server.procs import free_port
 from harness.spec import EngineSpec, ServerSpec
 from harness.trial import effective_params
-from tests.real.conftest import CPU_ENV, CPU_FLAGS, DRAFTER, TARGET, sglang_processes
+from tests.real.conftest import (
+    CPU_ENV,
+    CPU_FLAGS,
+    DRAFTER,
+    STANDIN_ENV,
+    TARGET,
+    sglang_processes,
+)
 from tests.real.surface_probe import HARNESS_METRICS, Surface, probe
+
+pytestmark = pytest.mark.real
 
 # What the simulator is told besides SGLang's flags: it models --device cpu's surface
 # (harness/sim/cpu_device.py) but a GPU profile's time and memory, so the comparison is of
@@ -93,9 +102,12 @@ def real_engine(python) -> EngineSpec:
 @pytest.fixture(scope="module")
 def both(real_env, tmp_path_factory) -> tuple[Surface, Surface]:
     tmp = tmp_path_factory.mktemp("conformance")
-    real = measured(launch(real_engine(real_env), tmp / "real.log"))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(STANDIN_ENV, str(tmp / "standin-calls.jsonl"))
+        real = measured(launch(real_engine(real_env), tmp / "real.log"))
     sim = measured(launch(SIM_ENGINE, tmp / "sim.log"))
     assert sglang_processes() == []
+    assert not (tmp / "standin-calls.jsonl").exists()  # no stand-in was called
     return real, sim
 
 
@@ -165,7 +177,7 @@ def test_a_stop_ends_both_the_same_way(both):
     assert (real.stop_returncode, sim.stop_returncode) == (0, 0)
 
 
-def test_a_speculative_launch_fails_alike_on_both(real_env, tmp_path):
+def test_a_speculative_launch_fails_alike_on_both(real_env, standin_calls, tmp_path):
     """Real SGLang dies at its KV pools (the sweep's trials, tests/real/test_real_sweep.py, with the
     stand-in's error from SGLang's call site); the simulator with SGLang's own refusal past it.
     Both end as the launcher kills its tree (-9), and the harness names the same cause."""
@@ -193,3 +205,4 @@ def test_a_speculative_launch_fails_alike_on_both(real_env, tmp_path):
     assert "copy_all_layer_kv_cache_cpu" in results["real"][1][1]  # the kernel it lacks
     assert results["sim"][1][1] == "EAGLE is not supported in decode attention backend torch_native"
     assert sglang_processes() == []
+    assert standin_calls() == ["sgl_kernel.copy_all_layer_kv_cache_cpu"]  # the real one's only

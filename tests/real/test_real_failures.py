@@ -24,6 +24,8 @@ from harness.sglang.surfaces import READY_LINE
 from harness.spec import EngineSpec, ServerSpec
 from tests.real.conftest import CPU_ENV, CPU_FLAGS, DRAFTER, ROOT, TARGET, sglang_processes
 
+pytestmark = pytest.mark.real
+
 
 def real_server(python, port: int, log, *extra: str) -> Server:
     spec = ServerSpec(
@@ -103,7 +105,8 @@ def test_ctrl_c_in_the_middle_of_a_run_leaves_no_process(real_env, standin_calls
         f"model.path={TARGET}",
         f"drafter.path={DRAFTER}",
         f"engine.program=[{real_env},-m,sglang.launch_server]",
-        "benchmark.max_tokens=512",  # a run long enough to be inside when Ctrl-C comes
+        "benchmark.warmup=0",
+        "benchmark.max_tokens=256",  # a run long enough to be inside when Ctrl-C comes
         "report=false",
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -120,9 +123,11 @@ def test_ctrl_c_in_the_middle_of_a_run_leaves_no_process(real_env, standin_calls
             if "run 1/" in line:
                 break
         assert server_pids, "".join(seen)
-        time.sleep(1.0)  # inside run 2's requests
+        time.sleep(0.5)  # inside run 2's requests
         os.killpg(sweep.pid, signal.SIGINT)
+        interrupted = time.monotonic()
         rest, _ = sweep.communicate(timeout=120)
+        print(f"the sweep exited {time.monotonic() - interrupted:.1f} s after Ctrl-C")
     finally:
         if sweep.poll() is None:
             os.killpg(sweep.pid, signal.SIGKILL)

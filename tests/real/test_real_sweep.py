@@ -19,6 +19,8 @@ from harness.server.logs import NO_SPECULATION
 from harness.server.procs import free_port
 from tests.real.conftest import ROOT, sglang_processes
 
+pytestmark = pytest.mark.real
+
 STUDY = "tiny-llama-cpu-ci"
 
 
