@@ -12,7 +12,10 @@ COMPAT := .venv-compat
 COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec pydantic \
 	pyzmq tqdm ipython aiohttp transformers==5.19.0
 
-.PHONY: sweep test compat compat-env lint bench ui screenshots clean
+REAL := .venv-real
+TINY := .tiny-models
+
+.PHONY: sweep test compat compat-env real-sglang-env tiny-models real-sweep lint bench ui screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +54,36 @@ $(COMPAT)/.installed:
 	$(COMPAT)/bin/python -m pip install --quiet $(COMPAT_DEPS)
 	touch $@
 
+## Real SGLang 0.5.23 on a CPU (.venv-real), which tests/real runs as the engine (docs/real-sglang.md):
+## torch's CPU wheel, then every package of tests/real/requirements.txt pinned and without
+## dependency resolution, then the import-only stand-ins for torchvision and sgl_kernel
+## (tests/real/standins, on the venv's path through a .pth file). CI builds it before `make test`,
+## as it builds .venv-compat; later runs find it built (rebuilt when the pins change).
+real-sglang-env: $(REAL)/.installed
+
+$(REAL)/.installed: tests/real/requirements.txt
+	test -x $(REAL)/bin/python || $(PYTHON) -m venv $(REAL)
+	$(REAL)/bin/python -m pip install --quiet --upgrade pip
+	$(REAL)/bin/python -m pip install --quiet torch==2.13.0
+	$(REAL)/bin/python -m pip install --quiet --no-deps -r tests/real/requirements.txt
+	echo "$(abspath tests/real/standins)" > \
+		"$$($(REAL)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/specsweep-standins.pth"
+	cd /tmp && $(abspath $(REAL))/bin/python -c "import sglang.launch_server, torchvision, sgl_kernel"
+	touch $@
+
+## The tiny target model and EAGLE-3 drafter the real engine serves (tools/build_tiny_models.py:
+## built here, no download; rebuilt when the builder or its corpus changes).
+tiny-models: $(TINY)/.built
+
+$(TINY)/.built: tools/build_tiny_models.py harness/data/prompts.jsonl | $(REAL)/.installed
+	nice -n 5 $(REAL)/bin/python tools/build_tiny_models.py --out $(TINY)
+	touch $@
+
+## The sweep on real SGLang on this CPU (experiment=real_cpu: the tiny models, a baseline measured
+## end to end, speculative trials this engine build cannot start here). ARGS as for `make sweep`.
+real-sweep: $(STAMP) $(REAL)/.installed $(TINY)/.built
+	$(PY) sweep.py -m experiment=real_cpu $(ARGS)
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
@@ -73,4 +106,4 @@ screenshots: $(STAMP)
 	$(PY) tools/ui_screenshots.py --results $(or $(RESULTS),results) --out docs/img
 
 clean:
-	rm -rf results outputs multirun .pytest_cache $(COMPAT)
+	rm -rf results outputs multirun .pytest_cache $(COMPAT) $(REAL) $(TINY)

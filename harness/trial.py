@@ -40,6 +40,7 @@ from harness.measure.steady import equal_length_levels
 from harness.measure.step_acceptance import histogram_metrics, launch_steps, merged_levels
 from harness.record.results import Outcome, RequestRecord, RunSummary, TrialResult, write_requests
 from harness.server.command import ServerCommand, build_server_command
+from harness.server.logs import crash_cause
 from harness.server.process import FATAL_GRACE_S, Server
 from harness.server.procs import wait_until
 from harness.server.redact import recorded_argv, recorded_shell
@@ -98,17 +99,18 @@ class SilentReporter:
 
 
 def effective_params(info: dict[str, Any], gpus: str | None = None) -> dict[str, Any]:
-    """EFFECTIVE_KEYS from a server_info answer (0.5.23 `entrypoints/http_server.py::server_info`:
-    `ServerArgs.resolved_dict()` plus scheduler info; 0.5.1 `dataclasses.asdict(server_args)`),
-    with `gpus` (CUDA_VISIBLE_DEVICES as launched) as cuda_visible_devices."""
+    """EFFECTIVE_KEYS from /server_info (0.5.23 `ServerArgs.resolved_dict()` + scheduler info; 0.5.1
+    `asdict(server_args)`), `gpus` as cuda_visible_devices. A request cap SGLang sized itself is
+    None at the top (0.5.23): its scheduler's `internal_states` has it, per DP rank."""
     effective = {k: info[k] for k in EFFECTIVE_KEYS if k in info}
     graphs = info.get("cuda_graph_config")
     decode = graphs.get("decode") if isinstance(graphs, dict) else None
     if isinstance(decode, dict) and decode.get("max_bs") is not None:
         effective["cuda_graph_max_bs_decode"] = decode["max_bs"]
     effective.pop("cuda_visible_devices", None)
-    if gpus is not None:
-        effective["cuda_visible_devices"] = gpus
+    effective |= {"cuda_visible_devices": gpus} if gpus is not None else {}
+    if effective.get("max_running_requests") is None and (states := info.get("internal_states")):
+        effective["max_running_requests"] = states[0].get("effective_max_running_requests_per_dp")
     if info.get("enable_hierarchical_cache") is False:
         effective["hicache_size"] = 0
     return effective
@@ -163,11 +165,13 @@ def run_trial(spec: TrialSpec, folder: Path, reporter: Reporter | None = None) -
         _fail(result, Outcome.TIMEOUT, exc)
     except ServerCrashed as exc:
         _fail(result, Outcome.CRASH, exc)
+        _name_crash_cause(result, server.log_text(), spec.server.speculative)
     except KeyboardInterrupt:
         result.outcome, result.error = Outcome.INTERRUPTED, "interrupted by the user"
         raise
-    except MachineNotReady as exc:  # never launched: the folder must not say ok; the sweep stops
-        result.outcome, result.error = Outcome.ERROR, f"not launched: {exc}"
+    except MachineNotReady as exc:  # a busy port, held GPUs: not ok, and the sweep stops
+        result.outcome = Outcome.ERROR
+        result.error = f"{'' if server.proc else 'not launched: '}{exc}"
         raise
     finally:
         _record(result, server, bench, folder, started)
@@ -375,6 +379,17 @@ def _record(
     result.metrics.update(result.startup_phases)  # beside the measurements, whatever happened
     result.wall_s = time.monotonic() - started
     result.write(folder)
+
+
+def _name_crash_cause(result: TrialResult, log_text: str, speculative: bool) -> None:
+    """A crash the engine build causes whatever the configuration (harness.server.logs.crash_cause)
+    says so: no other speculative setting, fraction or drafter would start."""
+    if found := crash_cause(log_text, speculative):
+        result.crash_cause, line = found
+        result.error = (
+            f"{result.error}: this engine build cannot run speculation on this machine ({line}); "
+            "not an OOM, not the drafter: any speculative launch fails the same way here"
+        )
 
 
 def _fail(result: TrialResult, outcome: Outcome, exc: Exception) -> None:

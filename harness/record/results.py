@@ -194,6 +194,9 @@ class TrialResult:
     teardown_s: float | None = None  # stop to process group gone and port free, wall clock
     number: int | None = None  # Optuna trial number, when the trial came from a study
     oom_kind: str | None = None  # "gpu" (too high), "kv_pool" (too low) or "host" (HiCache)
+    # Why a crash happened, when the log says it is the engine's, not the configuration's:
+    # "no_speculation" (harness.server.logs.crash_cause: this build cannot speculate here)
+    crash_cause: str | None = None
     # the trial a duplicate / predicted_oom / known_crash result was taken from
     related: str | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. "drafter_bypassed"

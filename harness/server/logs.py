@@ -289,6 +289,36 @@ def oom_kind(text: str) -> str | None:
     return None
 
 
+# A speculative launch that dies at start-up because this SGLang build has no speculative path on
+# this device, whatever the configuration: SGLang's own refusal (0.5.23 speculative/draft_utils.py:
+# the draft backend maps have no entry for the decode backend it runs, torch_native on a CPU
+# without AMX), a CPU kernel missing from the kernel library (torch.ops.sgl_kernel has no such
+# op), or the real-engine environment's stand-in for that library (tests/real/standins: the
+# registries have no CPU build of it), called from the KV pool's set-up
+# (mem_cache/memory_pool.py _init_kv_copy_and_warmup -> copy_all_layer_kv_cache_cpu).
+_NO_SPECULATION_PATTERNS = (
+    re.compile(r"EAGLE is not supported in (?:decode|prefill) attention backend \w+"),
+    re.compile(r"'_OpNamespace' 'sgl_kernel' object has no attribute '\w+'"),
+    re.compile(r"StandInCalled: sgl_kernel\.\w+ was called"),
+)
+NO_SPECULATION = "no_speculation"
+
+
+def crash_cause(log_text: str, speculative: bool) -> tuple[str, str] | None:
+    """(cause, the line that shows it) when a crash is the engine build's, not the
+    configuration's; None otherwise. Only a speculative launch can fail for want of speculation:
+    a plain server's log may list missing kernels of models it never loads."""
+    if not speculative:
+        return None
+    for line in log_text.splitlines():
+        if "Ignore import error" in line:  # SGLang's model registry skipping other models
+            continue
+        for pattern in _NO_SPECULATION_PATTERNS:
+            if match := pattern.search(line):
+                return NO_SPECULATION, match.group(0)
+    return None
+
+
 def classify_exit(log_text: str, returncode: int | None) -> Outcome:
     """Why did a server stop on its own? Memory text wins over everything else; anything else
     (a capture failure with another cause, a scheduler killed by another signal) is a crash."""

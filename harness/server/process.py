@@ -36,13 +36,7 @@ from typing import IO, Any
 
 import httpx
 
-from harness.errors import (
-    PortInUse,
-    ServerCrashed,
-    ServerError,
-    ServerOOM,
-    ServerStartTimeout,
-)
+from harness.errors import PortInUse, ServerCrashed, ServerError, ServerOOM, ServerStartTimeout
 from harness.record.results import Outcome
 from harness.server.command import ServerCommand
 from harness.server.gpu import await_gpu_release, check_gpu_released
@@ -51,6 +45,7 @@ from harness.server.procs import (
     command_line,
     kill_tree,
     port_is_free,
+    port_taken_message,
     snapshot_tree,
     stop_leftover,
     terminate_then_kill,
@@ -253,6 +248,7 @@ class Server:
                 sent = time.monotonic()
                 if self._healthy(client):
                     self.raise_if_exited(during="start-up")
+                    self._raise_if_port_taken()  # the answer came from this server?
                     self.ready_wall_s = sent - self._started_at
                     return self.ready_wall_s
                 remaining = deadline - time.monotonic()
@@ -310,6 +306,7 @@ class Server:
         if self._fatal_at is not None:
             self.detect_s = now - self._fatal_at
         text = self.log_text()
+        self._raise_if_port_taken(text)
         outcome = classify_exit(text, rc)
         if outcome is not Outcome.OOM and rc is not None and rc < 0 and self._fatal_at is None:
             name = signal.Signals(-rc).name if -rc in set(signal.Signals) else f"signal {-rc}"
@@ -326,6 +323,10 @@ class Server:
                 kind=oom_kind(text),
             )
         raise ServerCrashed(message, log_excerpt=excerpt(text), returncode=rc)
+
+    def _raise_if_port_taken(self, log_text: str = "") -> None:
+        if (taken := port_taken_message(self.command.port, self.proc.pid, log_text)) is not None:
+            raise PortInUse(taken)
 
     def server_info(self) -> dict[str, Any]:
         """Effective arguments and state: /server_info (current SGLang), else /get_server_info

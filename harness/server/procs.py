@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import time
@@ -241,3 +242,31 @@ def processes_mentioning(marker: str) -> list[str]:
         if marker in cmdline:
             found.append(f"{proc.pid}: {cmdline}")
     return found
+
+
+# uvicorn's text when the server's port was taken between the harness's check and SGLang's bind
+# (0.5.23 binds it only after the scheduler is up, 20-40 s on a CPU): SGLang prints it and, as
+# its warm-up request went to whoever holds the port, "The server is fired up and ready to
+# roll!" too, then shuts down.
+_BIND_FAILED = re.compile(r"\[Errno 98\] error while attempting to bind on address .*address")
+
+
+def port_taken_message(port: int, pgid: int, log_text: str = "") -> str | None:
+    """Why `port` does not serve the server of group `pgid`, or None: its log says the bind
+    failed, or a process outside the group's tree listens there (a /health_generate that
+    answered came from it: ready must mean this server)."""
+    others = []
+    with contextlib.suppress(psutil.Error):
+        tree = process_tree(pgid)
+        for conn in psutil.net_connections(kind="tcp"):
+            listens = conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
+            if listens and conn.pid is not None and conn.pid not in tree:
+                others.append(f"pid {conn.pid} ({command_line(conn.pid) or '?'})")
+    if not others and not _BIND_FAILED.search(log_text):
+        return None
+    holder = f" by {', '.join(sorted(set(others)))}" if others else ""
+    return (
+        f"port {port} was taken{holder} while the server started, so it could not bind it "
+        "(its log may still say it is fired up: its warm-up reached the other process). Stop "
+        "that process or choose another port with server.port=<port>."
+    )

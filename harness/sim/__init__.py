@@ -8,6 +8,7 @@ __main__  `python -m harness.sim <sglang flags>`
 main      start-up as SGLang does it (weights, KV pool, graphs, ready), then serve
 progress  start-up's tqdm bars (redrawn with \\r) and graph-capture progress, as SGLang prints
 cli       both surfaces' flags, and SGLang's automatic adjustments
+cpu_device  --device cpu: SGLang's CPU engine (backend, graphs, no speculation), as it shows it
 fraction_default  0.5.23's mem_fraction_static when the flag is unset
 oracle    the model's answer for one launch, computed in-process (start-up and benchmarks)
 engine    the scheduler: continuous batching on a virtual clock, prefill first

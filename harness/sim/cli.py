@@ -25,6 +25,7 @@ from harness.sglang.speculative import (
     forced_draft_tokens,
 )
 from harness.sglang.surfaces import CURRENT, VERSIONS, Surface, surface
+from harness.sim import cpu_device
 from harness.sim.fraction_default import fraction_default
 from harness.sim.intake import REASONING
 from harness.sim.model.adaptive_args import resolve_adaptive
@@ -126,6 +127,7 @@ def build_parser(version: str = CURRENT) -> argparse.ArgumentParser:
     a("--enable-metrics", action="store_true")
     a("--log-level", default="info")
     a("--decode-log-interval", type=int, default=40)
+    a("--sleep-on-idle", action="store_true")  # SGLang spins idle without it; the simulator never
     sim = p.add_argument_group("simulator (not SGLang flags)")
     sim.add_argument(
         "--sim-sglang-version",
@@ -256,13 +258,16 @@ def resolve(
         return _resolve_0_5_1(ns, architecture, gpu_mib, facts, compute)
     args = dict(vars(ns))
     out = Resolved(args)
-    backend = attention.resolved_default(args, architecture, compute)
-    if backend is not None:  # before the speculative settings: topk as given
-        args["attention_backend"] = backend
-        out.infos.append(attention.default_line(backend))
 
     def warn(message: str) -> None:
         out.warnings.append(message)
+
+    backend = attention.resolved_default(args, architecture, compute)
+    if cpu_device.on_cpu(args):  # SGLang's CPU engine picks its own
+        cpu_device.resolve_backends(args, warn)
+    elif backend is not None:  # before the speculative settings: topk as given
+        args["attention_backend"] = backend
+        out.infos.append(attention.default_line(backend))
 
     # 0.5.23 reports the flag as given and the resolved batch under cuda_graph_config (sim.info)
     args["sim_requested_graph_max_bs"] = args["cuda_graph_max_bs_decode"]
@@ -299,8 +304,9 @@ def resolve(
                 "Speculative token map specified, but EAGLE3 models already have this. "
                 "Ignoring the specified token map."
             )
-    elif args["max_running_requests"] is None:
+    elif args["max_running_requests"] is None:  # the scheduler sizes it; the args keep None
         args["max_running_requests"] = PLAIN_MAX_RUNNING_REQUESTS
+        args["sim_sized_max_running"] = True
 
     if args["mem_fraction_static"] is None:
         args["mem_fraction_static"] = fraction_default(
@@ -308,6 +314,8 @@ def resolve(
         )
     if args["enable_hierarchical_cache"] and args["hicache_ratio"] is None:
         args["hicache_ratio"] = 2.0
+    if cpu_device.on_cpu(args):
+        cpu_device.resolve_graphs(args, warn)
     args["cuda_graph_max_bs_decode"] = captured_graph_max_bs(
         args["cuda_graph_max_bs_decode"], args["max_running_requests"]
     )
@@ -362,5 +370,7 @@ def reported_args(args: dict[str, Any], version: str) -> dict[str, Any]:
     """Effective server args under the names `version`'s server_info uses (no --sim-* flags)."""
     out = {k: v for k, v in args.items() if not k.startswith("sim_") and k != "cuda_graph_enabled"}
     if surface(version).legacy:
-        out = {_LEGACY_NAMES.get(k, k): v for k, v in out.items()}
+        return {_LEGACY_NAMES.get(k, k): v for k, v in out.items()}
+    if args.get("sim_sized_max_running"):  # 0.5.23: internal_states has the scheduler's
+        out["max_running_requests"] = None
     return out

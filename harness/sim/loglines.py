@@ -36,7 +36,7 @@ def prefill_line(engine: Engine, admitted: list[Admitted], seconds: float) -> st
     return (
         f"Prefill batch, #new-seq: {len(admitted)}, #new-token: {new}, #cached-token: {cached}, "
         f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queued}, "
-        f"#pending-token: 0, cuda graph: False, "
+        f"#pending-token: 0, {engine.model.dep.device} graph: False, "
         f"input throughput (token/s): {new / max(seconds, 1e-9):.2f}"
     )
 
@@ -78,7 +78,7 @@ def decode_line(engine: Engine, batch: int) -> str:
         c.spec_forward_ct += c.pending_forward_ct
         c.pending_accept_tokens = c.pending_forward_ct = 0
     msg += (
-        f"cuda graph: {engine.model.dep.cuda_graph}, "
+        f"{engine.model.dep.device} graph: {engine.model.dep.cuda_graph}, "
         f"gen throughput (token/s): {c.last_gen_throughput:.2f}, "
         f"#queue-req: {len(engine.waiting)}"
     )

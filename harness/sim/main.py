@@ -23,6 +23,7 @@ from harness.sglang.surfaces import CURRENT, LEGACY, READY_LINE, surface
 from harness.sim.api.app import ServerState, create_app
 from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, reported_args, resolve, sglang_version_of
+from harness.sim.cpu_device import speculation_refusal
 from harness.sim.engine import Engine, VirtualClock
 from harness.sim.failures import (
     HYBRID_POOL_OOM,
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     if ns.sim_load_s is not None:
         model.target = replace(model.target, load_s=ns.sim_load_s)
     clock = VirtualClock(ns.sim_clock_scale)
-    plan = model.memory_plan(args["mem_fraction_static"])
+    plan = model.memory_plan(args["mem_fraction_static"]).capped(args["max_total_tokens"])
     log.info("server_args=%s", reported_args(args, version))
     scheduler = Scheduler(plan.static_mib)  # the launcher's child, as SGLang spawns its schedulers
     startup = _start_up(model, plan, args, clock, faults, version, resolved.worker_infos)
@@ -246,6 +247,8 @@ def _start_up(
     )
     if faults.hybrid_pool_oom:
         die_like_sglang(HYBRID_POOL_OOM)
+    if (refusal := speculation_refusal(args)) is not None:  # at the KV pools, both models loaded
+        die_like_sglang(refusal)
     if model.dep.kv_reserve_mib > 0:  # kv_cache_configurator.py::mm_runtime_reservation_gb
         log.info(MULTIMODAL_RESERVE_LINE, model.dep.kv_reserve_mib / 1024)
     if plan.failure == "no_kv_room" and not surface(version).legacy:
@@ -266,6 +269,8 @@ def _start_up(
         )
     kv_s = model.target.load_s * 0.01
     _sleep_virtual(clock, kv_s)
+    if plan.pool_note:
+        log.warning(plan.pool_note)
     log.info(
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, KV size: %.2f GB",
         plan.kv_tokens,

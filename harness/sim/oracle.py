@@ -21,6 +21,7 @@ from harness.sglang import memory
 from harness.sglang.surfaces import CURRENT, surface
 from harness.sim.capacity.settings import engine_capacity
 from harness.sim.cli import build_parser, resolve, sglang_version_of
+from harness.sim.cpu_device import on_cpu
 from harness.sim.model.adaptive import adaptive_model
 from harness.sim.model.perf_model import Deployment, PerfModel, Speculation
 from harness.sim.model.profiles import (
@@ -78,7 +79,8 @@ def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -
         )
     deployment = Deployment(
         tp=args["tp_size"],
-        cuda_graph=args["cuda_graph_enabled"],
+        cuda_graph=args["cuda_graph_enabled"] and not on_cpu(args),  # a CPU captures none
+        device=args.get("device") or "cuda",
         overlap=not args["disable_overlap_schedule"],
         # The seeds' tuning: NCCL_PROTO=LL (with Ring and P2P over PCIe) cut allreduce latency.
         nccl_tuned=nccl_proto.upper().startswith("LL"),

@@ -94,8 +94,9 @@ def check_paths(cfg: DictConfig, space: SearchSpace) -> list[Check]:
     for what, path in [("model", cfg.model.path)] + [
         ("drafter", p) for p in _drafter_choices(cfg, space)
     ]:
-        local = path.startswith(("/", "./", "../", "~"))
         p = Path(path).expanduser()
+        # a relative directory that exists is what SGLang loads (.tiny-models/target): no hub id
+        local = path.startswith(("/", "./", "../", "~")) or p.is_dir()
         if not local and is_hub_id(path):
             checks += _hub_checks(cfg, what, path)
             continue

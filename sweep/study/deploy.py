@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.record import labels
 from harness.record.results import Outcome, TrialResult
+from harness.server.logs import NO_SPECULATION
 from sweep.readout.commands import specsweep
 from sweep.readout.ranking import Ranking
 from sweep.readout.verdict import against_baseline, best_of, ratio_interval
@@ -107,6 +108,13 @@ def decide(
     decision.tied_with = runner_ups
     if decision.speculation:
         decision.alternatives = [r.name for r in group if r.name != decision.deploy]
+    crashed = [r for r in results if r.role != BASELINE and r.outcome is Outcome.CRASH]
+    if best is None and crashed and all(r.crash_cause == NO_SPECULATION for r in crashed):
+        decision.reason = (
+            "this engine build cannot run speculation on this machine: every speculative trial "
+            f"launched ({len(crashed)}) failed at start-up for the engine's own reason, not for "
+            "memory or the drafter (each trial's error names it)"
+        )
     decision.per_level = {row.concurrency: row.recommend for row in rows}
     decision.next_command = specsweep(
         "reproduce", "--experiment", experiment, "--results", results_dir

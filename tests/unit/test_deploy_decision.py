@@ -170,3 +170,16 @@ def test_without_a_baseline_the_fastest_is_deployed_and_said_to_be_no_comparison
 def test_nothing_measured_is_speculation_off():
     d = decide([])
     assert d.deploy == deploy.BASELINE and "no trial was measured" in d.reason
+
+
+def test_speculative_trials_the_engine_cannot_run_say_so_in_the_answer():
+    failed = []
+    for name in ("trial_0000", "trial_0001"):
+        result = TrialResult(name, "trial", Outcome.CRASH, "sglang", False, 1.0, {})
+        result.crash_cause = "no_speculation"
+        failed.append(result)
+    d = decide(failed)
+    assert d.deploy == deploy.BASELINE
+    assert "this engine build cannot run speculation on this machine" in d.reason
+    failed[1].crash_cause = None  # one crashed for another reason: no such claim
+    assert decide(failed).reason == "no trial was measured within the limits"

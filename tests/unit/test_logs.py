@@ -337,3 +337,28 @@ def test_request_slots_running_out_is_a_crash_not_a_memory_failure():
         "`--max-running-requests`. req_to_token_pool.available_size()=0, num_reqs=3, "
     )
     assert classify_exit(text, -9) is Outcome.CRASH
+
+
+# What a CPU without SGLang's CPU kernels prints when a speculative server starts (real SGLang
+# 0.5.23 on a 2-core CPU, docs/real-sglang.md), and lines that must not count.
+_NO_SPEC = [
+    "ValueError: EAGLE is not supported in decode attention backend torch_native",
+    "AttributeError: '_OpNamespace' 'sgl_kernel' object has no attribute 'decode_attention_cpu'",
+    "specsweep_standin.StandInCalled: sgl_kernel.copy_all_layer_kv_cache_cpu was called, but ...",
+]
+
+
+@pytest.mark.parametrize("line", _NO_SPEC)
+def test_a_speculative_launch_the_engine_cannot_run_names_its_cause(line):
+    text = f"[2026-12-06 01:48:04] Scheduler hit an exception: Traceback ...\n{line}\n"
+    cause, shown = logs.crash_cause(text, speculative=True)
+    assert cause == logs.NO_SPECULATION and shown in line and len(shown) > 40
+    assert logs.crash_cause(text, speculative=False) is None  # a plain server's crash is its own
+
+
+def test_sglangs_model_registry_skipping_other_models_is_no_cause():
+    text = (
+        "Ignore import error when loading sglang.srt.models.grok: '_OpNamespace' 'sgl_kernel' "
+        "object has no attribute 'fused_moe_router_cpu'\nRuntimeError: something else\n"
+    )
+    assert logs.crash_cause(text, speculative=True) is None

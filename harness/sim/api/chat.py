@@ -11,7 +11,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from harness.sim.api import streaming
-from harness.sim.api.state import ServerState, error_response, json_body, spec_meta
+from harness.sim.api.state import (
+    ServerState,
+    error_response,
+    json_body,
+    reasoning_counted,
+    spec_meta,
+)
 from harness.sim.request import Chunk, SimRequest
 from harness.sim.text import id_text
 
@@ -87,13 +93,17 @@ class _Completion:
     def usage(self) -> dict[str, Any]:
         r = self.request
         # 0.5.1 always reports 0 reasoning tokens for chat completions
-        reasoning = 0 if self.state.legacy else min(self.delivered, r.thinking_tokens)
+        reasoning = (
+            0 if self.state.legacy else min(self.delivered, reasoning_counted(self.state, r))
+        )
         usage: dict[str, Any] = {
             "prompt_tokens": r.prompt_tokens,
             "completion_tokens": self.delivered,
             "total_tokens": r.prompt_tokens + self.delivered,
             "reasoning_tokens": reasoning,
         }
+        if not self.state.legacy:  # 0.5.23 serializes the unset details as null
+            usage |= {"prompt_tokens_details": None, "completion_tokens_details": None}
         if reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         return usage
@@ -107,8 +117,9 @@ class _Completion:
             "created": self.created,
             "model": self.state.served_model_name,
             "choices": choices,
-            "usage": usage,
         }
+        if usage is not None or self.state.legacy:  # 0.5.23 sends no usage key until it has one
+            payload["usage"] = usage
         wanted = self.spec_details and not choices and not self.state.legacy  # not in 0.5.1
         details = spec_meta(self.state, self.request) if wanted else {}
         if details:
@@ -128,6 +139,8 @@ class _Completion:
                 streaming.cut(self.request)
             return streaming.error_event(self.request)
         delta = self._delta(chunk)
+        if not self.state.legacy:  # 0.5.23's delta carries the field, null without reasoning
+            delta = {"reasoning_content": None, **delta}
         if self.first:
             delta = {"role": "assistant", **delta}
             self.first = False

@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from harness.sim.api import streaming
-from harness.sim.api.state import ServerState, error_response, json_body
+from harness.sim.api.state import ServerState, error_response, json_body, reasoning_counted
 from harness.sim.request import Chunk, SimRequest
 from harness.sim.text import id_text
 
@@ -78,7 +78,7 @@ class _TextCompletion:
     def usage(self) -> dict[str, Any]:
         """usage_processor.py calculate_token_usage, dumped with exclude_none."""
         r = self.request
-        reasoning = min(r.generated, r.thinking_tokens)
+        reasoning = min(r.generated, reasoning_counted(self.state, r))
         usage: dict[str, Any] = {
             "prompt_tokens": r.prompt_tokens,
             "total_tokens": r.prompt_tokens + r.generated,

@@ -14,7 +14,14 @@ from fastapi.responses import JSONResponse, Response
 
 from harness.sim.api import streaming
 from harness.sim.api.completions import prompt_of
-from harness.sim.api.state import ABORT_STATUS, ServerState, error_response, json_body, spec_meta
+from harness.sim.api.state import (
+    ABORT_STATUS,
+    ServerState,
+    error_response,
+    json_body,
+    reasoning_counted,
+    spec_meta,
+)
 from harness.sim.request import Chunk, SimRequest
 from harness.sim.text import id_text
 
@@ -73,7 +80,7 @@ class _Generation:
             "cached_tokens": 0,
         }
         if not self.state.legacy:
-            meta["reasoning_tokens"] = min(len(self.output_ids), r.thinking_tokens)
+            meta["reasoning_tokens"] = min(len(self.output_ids), reasoning_counted(self.state, r))
         if finish == "abort":
             # SGLang 0.5.23 schedule_batch.FINISH_ABORT.to_json(), HTTPStatus as its value
             # (orjson): the stream's last chunk before [DONE] (tokenizer_manager.py
@@ -108,12 +115,15 @@ class _Generation:
         self._add(chunk)
         if chunk.finish_reason == "abort" and self.state.legacy:
             streaming.cut(self.request)  # 0.5.1.post3 tokenizer_manager raises HTTPException
-        return {
+        event = {
             "text": "".join(self.text),
+            "output_ids": list(self.output_ids),  # all so far, as the text (0.5.23)
             "meta_info": self._meta(chunk.finish_reason),
-            "index": 0,
             **streaming.sim_stamps(self.request, chunk.at),
         }
+        if self.state.legacy:
+            event = {k: v for k, v in event.items() if k != "output_ids"} | {"index": 0}
+        return event
 
     async def whole(self) -> dict[str, Any]:
         finish = None
@@ -122,12 +132,12 @@ class _Generation:
             finish = chunk.finish_reason
         # tokenizer_manager.py (0.5.23 and 0.5.22 `_handle_batch_output`, 0.5.1.post3 too): a
         # finished non-streaming answer carries the text and every output token id.
-        return {
+        answer = {
             "text": "".join(self.text),
             "output_ids": list(self.output_ids),
             "meta_info": self._meta(finish),
-            "index": 0,
         }
+        return answer | ({"index": 0} if self.state.legacy else {})  # 0.5.23 has no index
 
 
 def _temperature(params: dict) -> float:

@@ -87,7 +87,7 @@ def _server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any
         **args,
         "world_size": args.get("tp_size", 1),
         "startup_time": _scheduler_startup(state.startup_time),
-        "effective_max_running_requests_per_dp": args.get("max_running_requests"),
+        "effective_max_running_requests_per_dp": state.args.get("max_running_requests"),
         "last_gen_throughput": engine.counters.last_gen_throughput,
         "memory_usage": {
             "weight": round(state.plan.weights_mib / 1024, 3),

@@ -63,7 +63,9 @@ def prometheus_text(state: ServerState) -> str:
     for name, value in gauges.items():
         lines += [f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
     scheduler = {}
-    if not state.legacy:
+    # 0.5.23 exports no retraction counter before the first retraction (real SGLang 0.5.23 on a
+    # CPU: absent from /metrics at start-up and after requests without one).
+    if not state.legacy and totals.retracted_requests:
         scheduler["sglang:num_retracted_requests_total"] = totals.retracted_requests
         scheduler["sglang:num_retracted_input_tokens_total"] = totals.retracted_input_tokens
         scheduler["sglang:num_retracted_output_tokens_total"] = totals.retracted_output_tokens

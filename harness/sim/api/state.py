@@ -99,6 +99,13 @@ async def json_body(request: Request) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
+def reasoning_counted(state: ServerState, request: SimRequest) -> int:
+    """The reasoning tokens SGLang counts: it knows where thinking ends only from the reasoning
+    parser's end marker (0.5.23 scheduler.py: think_end_ids from --reasoning-parser), so without
+    one every usage and meta_info says 0, as real SGLang 0.5.23 does."""
+    return request.thinking_tokens if state.args.get("reasoning_parser") is not None else 0
+
+
 def spec_meta(state: ServerState, request: SimRequest) -> dict[str, Any]:
     """SGLang's per-request speculative fields (finished requests with verify steps)."""
     spec = state.engine.model.spec

@@ -98,6 +98,7 @@ class Deployment:
     # KV budget kept back for a multimodal model's embedding cache (0.5.23
     # SGLANG_VLM_CACHE_SIZE_MB, harness.sglang.memory), at any mem_fraction_static
     kv_reserve_mib: float = 0.0
+    device: str = "cuda"  # --device: names the batch lines' graph label ("cpu graph")
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,22 @@ class MemoryPlan:
     # "Loaded weights leave no GPU memory"), "graph_oom" (too high), "host_oom"
     failure: str | None
     host_needed_gb: float
+    pool_note: str | None = None  # SGLang's warning when --max-total-tokens exceeds the pool
+
+    def capped(self, max_total_tokens: int | None) -> MemoryPlan:
+        """The pool under --max-total-tokens, as 0.5.23 applies it
+        (kv_cache_configurator.py _apply_token_constraints): the smaller of the two, with a
+        warning when the cap is the larger."""
+        if max_total_tokens is None or self.failure is not None or self.kv_tokens <= 0:
+            return self
+        if max_total_tokens > self.kv_tokens:
+            note = (
+                f"max_total_tokens={max_total_tokens} is larger than the profiled value "
+                f"{self.kv_tokens}. Use the profiled value instead."
+            )
+            return replace(self, pool_note=note)
+        share = max_total_tokens / self.kv_tokens
+        return replace(self, kv_tokens=max_total_tokens, kv_pool_mib=self.kv_pool_mib * share)
 
 
 CUDA_GRAPH_FIXED_MIB = 300  # once per server, whatever it captures
