@@ -6,27 +6,14 @@ command that builds the environment as its reason."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-# The values CI systems set (GitHub Actions, GitLab, and `.ci/run`'s callers) mean "in CI";
-# an unset, empty, "0" or "false" CI does not.
-_NOT_CI = {"", "0", "false", "no"}
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in _NOT_CI
+from tests.skips_in_ci import fail_skip_in_ci
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
-    report = outcome.get_result()
-    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.outcome = "failed"
-        report.longrepr = (
-            f"skipped under CI=true, which tests/compat does not allow: {reason}. "
-            "CI must build the compat environment first (`make compat-env`, as .ci/run does)."
-        )
+    fail_skip_in_ci(
+        outcome.get_result(), "tests/compat", "the compat environment (`make compat-env`)"
+    )

@@ -9,11 +9,12 @@ both before `make test`). On a developer's machine a skip stays a skip, naming t
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.skips_in_ci import fail_skip_in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / ".venv-real"
@@ -24,25 +25,13 @@ TARGET, DRAFTER = TINY / "target", TINY / "drafter"
 CPU_FLAGS = ("--device", "cpu", "--max-total-tokens", "8192", "--sleep-on-idle")
 CPU_ENV = (("SGLANG_USE_CPU_ENGINE", "1"),)
 STANDIN_ENV = "SPECSWEEP_STANDIN_CALLS"  # tests/real/standins/specsweep_standin.py
-_NOT_CI = {"", "0", "false", "no"}
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in _NOT_CI
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
-    report = outcome.get_result()
-    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.outcome = "failed"
-        report.longrepr = (
-            f"skipped under CI=true, which tests/real does not allow: {reason}. CI must build "
-            "the real-engine environment and the tiny models first (`make real-sglang-env "
-            "tiny-models`, as .ci/run does)."
-        )
+    build = "the real-engine environment and the tiny models (`make real-sglang-env tiny-models`)"
+    fail_skip_in_ci(outcome.get_result(), "tests/real", build)
 
 
 @pytest.fixture(scope="session")
