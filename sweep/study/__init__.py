@@ -29,5 +29,6 @@ pooling      a relaunch's runs pooled into its configuration's record (result.js
 resolve_phase  the rounds of more runs on the contenders, until resolved or the budget ends
 artifacts    what the parent run carries besides the summary: table, importances, figures
 summary      the close: table and verdict, summary-<time>.json, the parent run
+signals      a Ctrl-C held back for the few lines where the close decides what it records
 run          StudyRun: the sweep from opening to summary
 """

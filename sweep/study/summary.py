@@ -30,6 +30,7 @@ from sweep.study.deployed import deployed_baseline, deployed_line
 from sweep.study.history import launches_spent
 from sweep.study.objective import Objective, infeasible
 from sweep.study.records import MEASURED, NOT_LAUNCHED
+from sweep.study.signals import HeldInterrupts
 from sweep.tracking.runs import Tracker
 from sweep.tracking.where import where_things_are
 
@@ -226,91 +227,97 @@ def finish(
     `view`: the key of the study's view in MLflow's UI (sweep.tracking.view), None where none was
     written. `resume`: the line that continues the study, printed right under the verdict's place
     when there is no answer (sweep.readout.verdict.no_recommendation)."""
-    simulated = cfg.engine.name == "sim"
-    console.print()
-    over = infeasible(done.results, objective)
-    ranking = for_objective(objective)
-    compared = None
-    if done.baseline is None:  # the trials are compared with each other instead
-        compared = comparisons.compare(
-            done.results, dict(cfg.search.get("reference") or {}), cfg.search.space, ranking
+    # The table and what the close will say are worked out with a Ctrl-C held back: one that
+    # arrives meanwhile lands where the close can still record that there is no answer.
+    with HeldInterrupts() as held:
+        simulated = cfg.engine.name == "sim"
+        console.print()
+        over = infeasible(done.results, objective)
+        ranking = for_objective(objective)
+        compared = None
+        if done.baseline is None:  # the trials are compared with each other instead
+            compared = comparisons.compare(
+                done.results, dict(cfg.search.get("reference") or {}), cfg.search.space, ranking
+            )
+        # The answer compares with the baseline a deployment runs at each level
+        # (sweep.study.deployed)
+        judged = deployed_baseline(done.baseline, done.uncapped)
+        table = summary_table(
+            done.results,
+            judged,
+            simulated,
+            notes=over,
+            ranking=ranking,
+            reference=compared.reference if compared is not None else None,
         )
-    # The answer compares with the baseline a deployment runs at each level (sweep.study.deployed)
-    judged = deployed_baseline(done.baseline, done.uncapped)
-    table = summary_table(
-        done.results,
-        judged,
-        simulated,
-        notes=over,
-        ranking=ranking,
-        reference=compared.reference if compared is not None else None,
-    )
-    request_caps = caps(done.results, done.baseline)
-    table.caption = caps_line(request_caps)  # when the caps differ
-    if done.results or done.baseline is not None:
-        console.print(scope_line(done))
-        console.print(table)
-    else:  # an empty table says less than one line
-        console.print("[bold]The study has no trial and no baseline measured yet.[/bold]")
-    rows = levels.per_level(
-        done.results,
-        done.baseline,
-        objective,
-        uncapped=done.uncapped,
-        cap=cap_of(done.baseline) if done.baseline is not None else None,
-    )
-    if len(rows) > 1 or objective.slo:
-        equal = request_caps["baseline"] if request_caps and request_caps["equal"] else None
-        console.print(levels.table(rows, simulated, objective.slo_text(), equal))
-    status = done.status
-    answered = status != "KILLED" and any(r.outcome in MEASURED for r in done.results)
-    lines, metrics = summary_lines(
-        done.results,
-        judged,
-        done.recheck,
-        exclude=set(over),
-        ranking=ranking,
-        drift_from=pooling.first_launch(done.baseline),  # runs 1-N, as the re-check sends them
-        settled=answered,
-    )
-    if which := deployed_line(done.baseline, done.uncapped):
-        lines.insert(0, which)
-    if compared is not None:
-        best = best_of(done.results, set(over), ranking)
-        lines += comparisons.lines(compared, best, ranking)
-        metrics.update(comparisons.metrics(best, compared.vs_reference))
-    if over:
-        lines.append(
-            f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "
-            + ", ".join(sorted(over))
+        request_caps = caps(done.results, done.baseline)
+        table.caption = caps_line(request_caps)  # when the caps differ
+        if done.results or done.baseline is not None:
+            console.print(scope_line(done))
+            console.print(table)
+        else:  # an empty table says less than one line
+            console.print("[bold]The study has no trial and no baseline measured yet.[/bold]")
+        rows = levels.per_level(
+            done.results,
+            done.baseline,
+            objective,
+            uncapped=done.uncapped,
+            cap=cap_of(done.baseline) if done.baseline is not None else None,
         )
-    decision = deploy.decide(
-        done.results,
-        judged,
-        ranking,
-        rows,
-        set(over),
-        str(cfg.tracking.experiment),
-        str(cfg.tracking.dir),
-    )
-    if decision.tied_with:  # the Best line carries its caveat itself
-        lines = [
-            f"{line}; {deploy.tie_text(decision.tied_with)}" if "Best:" in line else line
-            for line in lines
+        if len(rows) > 1 or objective.slo:
+            equal = request_caps["baseline"] if request_caps and request_caps["equal"] else None
+            console.print(levels.table(rows, simulated, objective.slo_text(), equal))
+        status = done.status
+        answered = status != "KILLED" and any(r.outcome in MEASURED for r in done.results)
+        lines, metrics = summary_lines(
+            done.results,
+            judged,
+            done.recheck,
+            exclude=set(over),
+            ranking=ranking,
+            drift_from=pooling.first_launch(done.baseline),  # runs 1-N, as the re-check sends them
+            settled=answered,
+        )
+        if which := deployed_line(done.baseline, done.uncapped):
+            lines.insert(0, which)
+        if compared is not None:
+            best = best_of(done.results, set(over), ranking)
+            lines += comparisons.lines(compared, best, ranking)
+            metrics.update(comparisons.metrics(best, compared.vs_reference))
+        if over:
+            lines.append(
+                f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "
+                + ", ".join(sorted(over))
+            )
+        decision = deploy.decide(
+            done.results,
+            judged,
+            ranking,
+            rows,
+            set(over),
+            str(cfg.tracking.experiment),
+            str(cfg.tracking.dir),
+        )
+        if decision.tied_with:  # the Best line carries its caveat itself
+            lines = [
+                f"{line}; {deploy.tie_text(decision.tied_with)}" if "Best:" in line else line
+                for line in lines
+            ]
+        baselines = (
+            [done.baseline, done.uncapped] if done.measured_here is None else done.measured_here
+        )
+        this_sweep = [
+            r for r in (*baselines, *done.own, *done.relaunches, done.recheck) if r is not None
         ]
-    baselines = [done.baseline, done.uncapped] if done.measured_here is None else done.measured_here
-    this_sweep = [
-        r for r in (*baselines, *done.own, *done.relaunches, done.recheck) if r is not None
-    ]
-    lines.append(wall_time_line(this_sweep, done.total_s))
-    if objective.multi:
-        lines.append(pareto_lines(study, objective))
-    metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
-    metrics["n_infeasible"] = float(len(over))
-    if done.resolve is not None:  # what the study's resolve rounds spent
-        metrics.update({f"resolve_{k}": v for k, v in done.resolve["spent"].items()})
-    summary = ResultsLayout.summary_file(study_dir)
-    reuse = study_prompt_reuse(cfg)
+        lines.append(wall_time_line(this_sweep, done.total_s))
+        if objective.multi:
+            lines.append(pareto_lines(study, objective))
+        metrics = sweep_metrics(done, {**metrics, **levels.metrics(rows)})
+        metrics["n_infeasible"] = float(len(over))
+        if done.resolve is not None:  # what the study's resolve rounds spent
+            metrics.update({f"resolve_{k}": v for k, v in done.resolve["spent"].items()})
+        summary = ResultsLayout.summary_file(study_dir)
+        reuse = study_prompt_reuse(cfg)
 
     def unanswered() -> str:
         return no_recommendation(
@@ -335,6 +342,7 @@ def finish(
         return artifacts
 
     try:
+        held.raise_if_caught()
         artifacts = record(report=True)
     except KeyboardInterrupt:  # the close cut short: recorded as interrupted, without an answer
         status, answered = "KILLED", False
@@ -345,6 +353,19 @@ def finish(
             "measurement is in the trial folders.[/]"
         )
         artifacts = record(report=False)
+    # Recorded: what follows only says it, so a Ctrl-C now waits the few lines it takes.
+    with HeldInterrupts():
+        _say(lines, answered, decision, done, status, unanswered, resume)
+        report = next(
+            (p for p, folder in artifacts_in(artifacts, "report") if p.suffix == ".html"), None
+        )
+        where_things_are(cfg, tracker, study_dir, summary, storage_url, report, view)
+        console.print(f"[dim]sweep finished with status {status}[/dim]")
+    return status
+
+
+def _say(lines, answered, decision, done, status, unanswered, resume) -> None:
+    """The lines under the table: the verdict, or that there is none and how to get one."""
     if not answered:
         lines = [line.replace("[bold]Best:[/bold]", "[bold]Best so far:[/bold]") for line in lines]
     for line in lines:
@@ -357,12 +378,6 @@ def finish(
         console.print(f"\n[bold]{unanswered()}[/bold]", soft_wrap=True)
         if status == "KILLED" and resume:
             console.print(resume, soft_wrap=True)
-    report = next(
-        (p for p, folder in artifacts_in(artifacts, "report") if p.suffix == ".html"), None
-    )
-    where_things_are(cfg, tracker, study_dir, summary, storage_url, report, view)
-    console.print(f"[dim]sweep finished with status {status}[/dim]")
-    return status
 
 
 def artifacts_in(artifacts: list, folder: str) -> list[tuple[Path, str]]:
