@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from harness.errors import ConfigError
-from harness.server.flags import version_problems
+from harness.server.flags import engine_python, version_problems
 from harness.sglang.surfaces import CURRENT, surface
 from harness.spec import EngineSpec, ServerSpec
 
@@ -37,6 +37,10 @@ class ServerCommand:
     port: int
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # Authorization
     secrets: tuple[str, ...] = field(default=(), repr=False)  # literal values to mask
+    # The server runs in the launched process tree (the program is a Python), so the process
+    # listening on its port must be in that tree; False for a wrapper (docker run, srun), whose
+    # server lives in processes the launch does not own.
+    local: bool = True
 
 
 def engine_program(program: Sequence[str]) -> tuple[str, ...]:
@@ -93,4 +97,5 @@ def build_server_command(spec: ServerSpec, engine: EngineSpec) -> ServerCommand:
         port=spec.port,
         headers={"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {},
         secrets=(spec.api_key,) if spec.api_key else (),
+        local=engine_python(program) is not None,
     )

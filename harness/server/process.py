@@ -325,7 +325,10 @@ class Server:
         raise ServerCrashed(message, log_excerpt=excerpt(text), returncode=rc)
 
     def _raise_if_port_taken(self, log_text: str = "") -> None:
-        if (taken := port_taken_message(self.command.port, self.proc.pid, log_text)) is not None:
+        taken = port_taken_message(
+            self.command.port, self.proc.pid, log_text, listener=self.command.local
+        )
+        if taken is not None:
             raise PortInUse(taken)
 
     def server_info(self) -> dict[str, Any]:

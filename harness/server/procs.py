@@ -251,17 +251,27 @@ def processes_mentioning(marker: str) -> list[str]:
 _BIND_FAILED = re.compile(r"\[Errno 98\] error while attempting to bind on address .*address")
 
 
-def port_taken_message(port: int, pgid: int, log_text: str = "") -> str | None:
-    """Why `port` does not serve the server of group `pgid`, or None: its log says the bind
-    failed, or a process outside the group's tree listens there (a /health_generate that
-    answered came from it: ready must mean this server)."""
-    others = []
+def _foreign_listeners(port: int, pgid: int) -> list[str]:
+    """The processes outside group `pgid`'s tree that listen on `port`, as "pid N (command)"."""
+    found = []
     with contextlib.suppress(psutil.Error):
         tree = process_tree(pgid)
         for conn in psutil.net_connections(kind="tcp"):
             listens = conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
             if listens and conn.pid is not None and conn.pid not in tree:
-                others.append(f"pid {conn.pid} ({command_line(conn.pid) or '?'})")
+                found.append(f"pid {conn.pid} ({command_line(conn.pid) or '?'})")
+    return found
+
+
+def port_taken_message(
+    port: int, pgid: int, log_text: str = "", listener: bool = True
+) -> str | None:
+    """Why `port` does not serve the server of group `pgid`, or None: its log says the bind
+    failed, or (`listener`: the server runs in the group's own tree) a process outside that tree
+    listens there (a /health_generate that answered came from it: ready must mean this server).
+    A wrapped server (docker run, srun) listens from processes outside the tree: its log alone
+    says."""
+    others = _foreign_listeners(port, pgid) if listener else []
     if not others and not _BIND_FAILED.search(log_text):
         return None
     holder = f" by {', '.join(sorted(set(others)))}" if others else ""

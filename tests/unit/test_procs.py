@@ -63,6 +63,8 @@ def test_a_port_held_by_another_process_tree_is_named_with_its_holder():
         assert message is not None and f"port {port} was taken by pid {other.pid}" in message
         # the same listener is the server's own when it is in the server's group
         assert port_taken_message(port, other.pid) is None
+        # a wrapped server (docker run, srun) listens outside its launch's tree: not judged
+        assert port_taken_message(port, server.pid, listener=False) is None
     finally:
         for proc in (other, server):
             proc.kill()
