@@ -51,22 +51,22 @@ def describe(row: pd.Series) -> str:
 def baseline(df: pd.DataFrame) -> pd.Series | None:
     """The first successful baseline measurement (re-checks come later in time), the study's
     own: not the one at SGLang's own running-request limit (`*_uncapped`,
-    sweep.study.baseline), which only the per-level answers above the cap compare with."""
+    sweep.study.loop.baseline), which only the per-level answers above the cap compare with."""
     rows = df[(df["role"] == "baseline") & (df["outcome"] == OK)]
     rows = rows[~rows["name"].astype(str).str.endswith("_uncapped")]
     return None if rows.empty else rows.iloc[0]
 
 
 def uncapped_baseline(df: pd.DataFrame) -> pd.Series | None:
-    """The baseline measured at SGLang's own running-request limit (sweep.study.baseline), where
-    the study has one: what a deployment without speculation runs above speculation's cap."""
+    """The baseline measured at SGLang's own running-request limit (sweep.study.loop.baseline),
+    where the study has one: what a deployment without speculation runs above speculation's cap."""
     rows = df[(df["role"] == "baseline") & (df["outcome"] == OK)]
     rows = rows[rows["name"].astype(str).str.endswith("_uncapped")]
     return None if rows.empty else rows.iloc[0]
 
 
 def level_baseline(df: pd.DataFrame, concurrency: int) -> pd.Series | None:
-    """The baseline a level's answer compares with (sweep.study.levels): above the trials'
+    """The baseline a level's answer compares with (sweep.study.answer.levels): above the trials'
     running-request cap, the uncapped one where it was measured (at equal caps both servers
     would queue the same requests, which no deployment without speculation does); else the
     study's own."""

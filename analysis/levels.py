@@ -1,9 +1,9 @@
 """The answer per concurrency in the report: the speedup-vs-concurrency figure, the sweep's
 per-level table (levels-<time>.json) and Optuna's parameter importances (importances.json), both
-written by the sweep into its study folder (sweep.study.artifacts).
+written by the sweep into its study folder (sweep.study.answer.parent_run).
 
 The figure: at each level, each leading configuration's speed over the baseline's on the level's
-metric (per-user decode tok/s at 1, output tok/s above, as sweep.study.levels ranks), the
+metric (per-user decode tok/s at 1, output tok/s above, as sweep.study.answer.levels ranks), the
 baseline at 1.0. The leading configurations are the fastest trial at each level (at most
 `top`). Error bars: the ratio's 95% interval from the two means' own intervals (unpaired; the
 table's intervals are the paired ones).
@@ -119,7 +119,8 @@ def latest_levels(folders: list[Path]) -> list[dict]:
 
 
 def latest_deploy(folders: list[Path]) -> str | None:
-    """The study's answer as its latest sweep's summary wrote it (sweep.study.deploy): the line
+    """The study's answer as its latest sweep's summary wrote it
+    (sweep.study.answer.recommendation): the line
     the console ended with, without its "Next:" command. None before any summary has one."""
     found = [p for d in folders for p in d.glob("summary-*.json")]
     for path in sorted(found, key=lambda p: p.name, reverse=True):
@@ -157,8 +158,8 @@ def levels_table(rows: list[dict]) -> pd.DataFrame:
 
 
 def importances(folders: list[Path]) -> pd.DataFrame:
-    """Optuna's parameter importances (fANOVA), one column per objective; a parameter the
-    study held still is not in it (sweep.study.artifacts), and a missing value stays missing."""
+    """Optuna's parameter importances (fANOVA), one column per objective; a parameter
+    the study held still is not in it (sweep.study.answer.parent_run); a missing value stays so."""
     for folder in folders:
         path = folder / "importances.json"
         if path.is_file():

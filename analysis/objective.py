@@ -1,10 +1,10 @@
 """What the figures rank and label by: the study's objective, as its sweep recorded it.
 
 The sweep writes the objective it ranked by into every summary (`objective_detail`:
-sweep.study.summary): its metric names, levels and weights. The figures read the first metric
+sweep.study.answer.summary): its metric names, levels and weights. The figures read the first metric
 (the one the console's table and Best line rank by): single-stream decode tok/s for `tok_s` and
 `speedup`, output tok/s at the level for `throughput`, the weighted sum over the load profile for
-the weighted objectives (computed here from the per-level columns, as sweep.study.objective
+the weighted objectives (computed here from the per-level columns, as sweep.study.trial.objective
 does). A frame without a summary (a study measured before summaries said it) ranks by
 single-stream tok/s, as the sweep did then.
 """

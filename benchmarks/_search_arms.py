@@ -1,24 +1,25 @@
 """The arms of search_efficiency, and the one loop every sequential arm runs.
 
 What every arm is given, unless its row says otherwise (SHARED):
-- the space conf/search/eagle3_five.yaml with SGLang's rules (`sweep.study.space`: draft tokens
-  derived at topk 1, held to the tree's capacity above);
-- the memory policy the sweeper applies (`search.memory=auto`, `sweep.study.memory`): at a
+- the space conf/search/eagle3_five.yaml with SGLang's rules (`sweep.study.search.space`:
+  draft tokens derived at topk 1, held to the tree's capacity above);
+- the memory policy the sweeper applies (`search.memory=auto`, `sweep.study.search.memory`): at a
   single-stream objective the fraction is pinned (0.85, moved only where the group's learned OOM
   boundary says) and HiCache off; over a load profile the same while the KV pool the launches
   report (`max_total_num_tokens`, `_search_sim`) holds what the highest level keeps in flight
-  (`Landscape.demand`, `sweep.study.capacity`), and once it does not HiCache is searched and the
-  fraction bisected towards the OOM boundary. The sampler models only what the policy leaves it;
-- `SearchDriver`'s verdicts: an effective duplicate (`sweep.study.candidates.candidate_for`: at
-  topk 1 every draft-token value is one launch) or a predicted OOM is not launched and costs
-  nothing; the sampler is told the earlier result, OOMs as constraint violations;
+  (`Landscape.demand`, `sweep.study.trial.capacity`), and once it does not HiCache is searched and
+  the fraction bisected towards the OOM boundary. The sampler models only what the policy leaves it;
+- `SearchDriver`'s verdicts: an effective duplicate
+  (`sweep.study.trial.candidates.candidate_for`: at topk 1 every draft-token value is one launch)
+  or a predicted OOM is not launched and costs nothing; the sampler is told the earlier result,
+  OOMs as constraint violations;
 - early stopping: a launch stops once its runs cannot beat the best trial's lower 95% bound
   (the sweeper's `EarlyStop`; single-stream objectives, the only ones it applies to);
 - a budget of `--budget` launches; a search that proposes only what it knows 100 times in a
   row has nothing left to launch and stops there. Either way it is censored if not reached.
 Priors (`+priors`): the enqueued 3/1/4 at 0.85, HiCache 0, and under load 1/1/2 too
-(`sweep.study.priors`), measured before the sampler proposes anything; a prior runs below 0.85
-where a launch already ran out of GPU memory there (`sweep.study.memory`).
+(`sweep.study.search.priors`), measured before the sampler proposes anything; a prior runs below
+0.85 where a launch already ran out of GPU memory there (`sweep.study.search.memory`).
 """
 
 from __future__ import annotations
@@ -35,15 +36,15 @@ from benchmarks._search_sim import Simulation, launch_tokens
 from harness.record.results import Outcome, TrialResult
 from harness.sglang.speculative import forced_draft_tokens
 from harness.spec import EarlyStop
-from sweep.study import memory, priors
-from sweep.study.candidates import candidate_for
-from sweep.study.driver import SearchDriver
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.loop.opening import make_sampler
 from sweep.study.model import stopping
 from sweep.study.model.sampler import EXPLORE, model_sampler
-from sweep.study.objective import Objective
-from sweep.study.opening import make_sampler
-from sweep.study.priors import first_trials
-from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.search import memory, priors
+from sweep.study.search.priors import first_trials
+from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.trial.candidates import candidate_for
+from sweep.study.trial.objective import Objective
 
 IDLE_LIMIT = 100  # proposals in a row that launch nothing: the arm has nothing left to try
 SHARED = (
@@ -74,7 +75,7 @@ ARMS = (
         "specsweep+priors",
         "specsweep",
         "the sweeper's TPE (search.sampler.name=tpe, the default before issue 28; "
-        "sweep.study.opening: multivariate, group, constant liar, 5 start-up trials)",
+        "sweep.study.loop.opening: multivariate, group, constant liar, 5 start-up trials)",
         priors=True,
         specsweep=True,
     ),
@@ -280,8 +281,8 @@ def run_arm(
 
 
 def _loop(study, sim: Simulation, objective: Objective, space, budget: int, asks) -> None:
-    """The sweeper's loop (sweep.study.trials) without Hydra: ask, suggest, verdict, launch with
-    the early-stop bound, tell."""
+    """The sweeper's loop (sweep.study.loop.trials) without Hydra: ask, suggest, verdict, launch
+    with the early-stop bound, tell."""
     driver = SearchDriver(study, objective, gpus_per_trial=sim.gpus)
     model = model_sampler(study.sampler)
     idle = n = 0

@@ -39,8 +39,8 @@ from harness.sim.cli import build_parser, resolve, sglang_version_of
 from harness.sim.model.profiles import HARDWARE, TARGETS
 from harness.sim.oracle import PROMPT_TOKENS, build_model, evaluate, modelled_steady_state
 from harness.spec import ServerSpec
-from sweep.study.capacity import Demand
-from sweep.study.space import DRAFT, STEPS, TOPK
+from sweep.study.search.space import DRAFT, STEPS, TOPK
+from sweep.study.trial.capacity import Demand
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_TOKENS, WARMUP, RUNS, REQUESTS = 2048, 2, 5, 3
@@ -247,7 +247,7 @@ class Landscape:
 
     def demand(self) -> Demand:
         """What one request holds in the KV pool, as the sweep estimates it from its benchmark
-        (`sweep.study.capacity`): the prompt as `level` bounds it, the outputs asked for."""
+        (`sweep.study.trial.capacity`): the prompt as `level` bounds it, the outputs asked for."""
         if self.kind == "datagen":
             return Demand(len(DATAGEN_PREFIX) // 4 + PROMPT_TOKENS, DATAGEN_TOKENS)
         if self.kind == "multi":

@@ -1,7 +1,7 @@
 """One search's launches on a landscape (`_search_landscape`): what each costs, what it measured.
 
 A launch costs its simulated start-up plus benchmark time on the setup's GPUs, recorded on the
-TrialResult as the harness records it, so `sweep.study.budget` prices it as the sweeper does.
+TrialResult as the harness records it, so `sweep.study.loop.budget` prices it as the sweeper does.
 What a launch measures is the landscape's true value with the simulator's own run-to-run noise:
 
 - drift: the served simulator multiplies every step by 1 + d, d an Ornstein-Uhlenbeck process
@@ -39,7 +39,7 @@ from harness.record.results import Outcome, RunSummary, StepHistogram, TrialResu
 from harness.record.stats import summarize
 from harness.sim.model.drift import DRIFT_SIGMA, Drift
 from harness.spec import EarlyStop
-from sweep.study.budget import gpu_hours
+from sweep.study.loop.budget import gpu_hours
 from sweep.study.model.observations import SCREENED
 
 SAMPLING_CV = 0.03
@@ -88,7 +88,7 @@ class Simulation:
             self.gpu_hours += gpu_hours(result, self.gpus)
             return result
         # The KV pool as the harness records what the server reports (effective.*), which the
-        # memory policy reads (sweep.study.capacity).
+        # memory policy reads (sweep.study.trial.capacity).
         result.effective = {"max_total_num_tokens": pool}
         if self.land.kind == "single":
             seconds = self._single(result, tok_s, early_stop)

@@ -27,11 +27,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._search_arms import _loop, objective_for  # noqa: E402
 from benchmarks._search_landscape import SETUPS, Landscape, Oracle  # noqa: E402
 from benchmarks._search_sim import Simulation  # noqa: E402
-from sweep.study import memory  # noqa: E402
 from sweep.study.model import observations  # noqa: E402
 from sweep.study.model.predict import Config, Predictor, target_for  # noqa: E402
 from sweep.study.model.sampler import ModelSampler  # noqa: E402
-from sweep.study.space import SearchSpace  # noqa: E402
+from sweep.study.search import memory  # noqa: E402
+from sweep.study.search.space import SearchSpace  # noqa: E402
 
 SHOWN = [(1, 1, 2), (2, 1, 3), (3, 1, 4), (4, 1, 5), (5, 1, 6), (2, 2, 4), (3, 4, 8), (4, 4, 16)]
 MEMORY = {"mem_fraction_static": 0.85, "hicache_size": 0}

@@ -60,7 +60,7 @@ from benchmarks._search_landscape import (  # noqa: E402
 )
 from benchmarks._search_sim import SAMPLING_CV, Simulation  # noqa: E402
 from harness.sim.model.drift import DRIFT_SIGMA, DRIFT_TIME_S  # noqa: E402
-from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace  # noqa: E402
+from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace  # noqa: E402
 
 SPACE_FILE = ROOT / "conf/search/eagle3_five.yaml"
 DATAGEN_SPACE = {

@@ -58,8 +58,8 @@ class BenchmarkSpec:
     target_ci_pct: float = 2.0
     max_runs: int = 20
     # The number of the first measured run at each level: 1, or after the runs a trial recorded
-    # for a resolve relaunch (sweep.study.resolve). Run r sends the prompt plan's segment r, so
-    # run r of every trial and of the baseline sends the same prompts.
+    # for a resolve relaunch (sweep.study.answer.unresolved). Run r sends the prompt plan's segment
+    # r, so run r of every trial and of the baseline sends the same prompts.
     first_run: int = 1
     # The lossless check (harness.measure.lossless): this many prompts, greedy, lossless_max_tokens
     # each, compared with the baseline's outputs after the measured runs. 0: off.

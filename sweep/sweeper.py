@@ -2,7 +2,7 @@
 
 Hydra only loads sweepers from the `hydra_plugins` package; `hydra_plugins/specsweep_sweeper`
 subclasses `SpecsweepSweeperImpl`, so the code lives here. This module checks everything before a
-server starts (`plan`) and hands the sweep to `sweep.study.run`; every trial runs through
+server starts (`plan`) and hands the sweep to `sweep.study.loop.run`; every trial runs through
 `sweep.launch.jobs`. Hydra's launcher places whole workers only (`worker.count > 1`).
 """
 
@@ -33,15 +33,16 @@ from sweep.launch.slots import slot_count, worker_gpus
 from sweep.readout.commands import with_overrides
 from sweep.readout.comparisons import check_reference
 from sweep.readout.console import console
-from sweep.study import memory, resolve
-from sweep.study.baseline import baseline_overrides
-from sweep.study.budget import Budget
+from sweep.study.answer import unresolved
+from sweep.study.loop.baseline import baseline_overrides
+from sweep.study.loop.budget import Budget
+from sweep.study.loop.optuna_storage import grace_period
+from sweep.study.loop.plan import SweepPlan
+from sweep.study.loop.run import StudyRun, leave
 from sweep.study.model.sampler import EXPLORE, ModelSampler, model_refusal
-from sweep.study.objective import Objective
-from sweep.study.plan import SweepPlan
-from sweep.study.run import StudyRun, leave
-from sweep.study.space import SearchSpace
-from sweep.study.storage import grace_period
+from sweep.study.search import memory
+from sweep.study.search.space import SearchSpace
+from sweep.study.trial.objective import Objective
 from sweep.tracking import provenance
 
 
@@ -73,16 +74,17 @@ def check_search(config: DictConfig) -> tuple[Objective, SearchSpace]:
         )
     if search.sampler.name not in ("tpe", "random", "model"):
         raise ConfigError(f"search.sampler.name={search.sampler.name!r}: tpe, random or model.")
-    try:  # the objective, its load profile and latency limits (sweep.study.objective)
+    try:  # the objective, its load profile and latency limits (sweep.study.trial.objective)
         objective = Objective.from_config(search, benchmark)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if search.objective == "speedup" and not search.baseline:
         raise ConfigError("search.objective=speedup needs the baseline: set search.baseline=true.")
-    try:  # search.memory, search.budget_gpu_hours, search.resolve (sweep/study/memory.py, ...)
+    # search.memory, search.budget_gpu_hours, search.resolve (sweep/study/search/memory.py, ...)
+    try:
         memory.resolve_mode(str(search.get("memory", "auto")), objective)
         Budget(search.get("budget_gpu_hours"))
-        rounds = resolve.Settings.from_config(search)
+        rounds = unresolved.Settings.from_config(search)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if rounds.runs > benchmark.max_runs:

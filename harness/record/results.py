@@ -221,7 +221,8 @@ class TrialResult:
     # (harness.measure.surface_check; empty: all there)
     surface_mismatches: list[str] = field(default_factory=list)
     # Relaunches of this configuration whose runs are pooled into `runs` (the resolve phase,
-    # sweep.study.resolve): round, folder, run numbers, outcome, wall_s each; empty: one launch.
+    # sweep.study.answer.unresolved): round, folder, run numbers, outcome, wall_s each;
+    # empty: one launch.
     resolve: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 

@@ -36,7 +36,7 @@ from sweep.config.schema import register as register_schema
 from sweep.config.specs import build_trial_spec
 from sweep.launch.parse_check import sim_parser_problems
 from sweep.paths import COMPAT_STUBS, CONF
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
 
 STUBS = COMPAT_STUBS
 RANDOM_POINTS = 8

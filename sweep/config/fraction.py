@@ -3,7 +3,8 @@
 SGLang's own default on a multimodal or MLA model can leave no KV cache at all (0.5.23
 `arg_groups/memory_hook.py`; harness.sglang.memory): Kimi-K2.5 on the seeds' 96 GB box gets
 0.766, which holds about 2k tokens. So no launch of the sweep leaves the flag to SGLang: the
-baseline (sweep.study.baseline) and a single `python sweep.py` run take the fraction named here.
+baseline (sweep.study.loop.baseline) and a single `python sweep.py` run take the fraction
+named here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ def baseline_mem_fraction(search, server) -> float | None:
     """The fraction the baseline runs at, so it never leaves --mem-fraction-static to SGLang
     (whose own default on a multimodal or MLA model can leave no KV cache: harness.sglang.memory):
     search.reference's when it names one, else the lower quarter of the searched range (where
-    the pinned fraction starts, sweep.study.memory: 0.85 for 0.82-0.94), else the first
+    the pinned fraction starts, sweep.study.search.memory: 0.85 for 0.82-0.94), else the first
     enqueued trial's. None: server.mem_fraction_static is set already, or nothing names a
     fraction (preflight warns)."""
     if server.mem_fraction_static is not None:

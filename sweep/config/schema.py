@@ -168,7 +168,8 @@ class SamplerConfig:
 
 @dataclass
 class LoadProfileConfig:
-    """The levels a deployment serves, for the load-profile objectives (sweep.study.objective)."""
+    """The levels a deployment serves, for the load-profile objectives
+    (sweep.study.trial.objective)."""
 
     levels: List[int] = field(default_factory=list)  # empty: every benchmark.concurrency level
     weights: List[float] = field(default_factory=list)  # per level (share of time); empty: equal
@@ -193,8 +194,8 @@ class SLOConfig:
 
 @dataclass
 class ResolveConfig:
-    """The resolve phase after the search (sweep/study/resolve.py, docs/search.md): while the
-    study's verdict is unresolved (the best's paired 95% interval against the baseline includes
+    """The resolve phase after the search (sweep/study/answer/unresolved.py, docs/search.md): while
+    the study's verdict is unresolved (the best's paired 95% interval against the baseline includes
     1x, or it is tied with runner-ups), relaunch the contenders and the baseline for more runs."""
 
     max_rounds: int = 0  # rounds the study may spend in all (a resume spends what is left); 0: off
@@ -212,7 +213,8 @@ class SearchConfig:
     study_prefix: str = MISSING  # the experiment's part of a derived name
     n_trials: int = 12
     # study: n_trials is the study's total server starts (a resumed sweep runs what is left);
-    # sweep: each sweep starts n_trials more (sweep/study/history.py counts what was spent).
+    # sweep: each sweep starts n_trials more (sweep/study/answer/all_sweeps.py counts the
+    # spent ones).
     n_trials_scope: str = "study"
     seed: int = 0
     # tok_s | speedup | throughput | tok_s+throughput | weighted_throughput | weighted_speed |
@@ -226,7 +228,7 @@ class SearchConfig:
     baseline_equal_caps: bool = True  # the baseline gets speculation's max_running_requests (48)
     remeasure_baseline: bool = True  # measure the baseline again at the end and report drift
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    # auto | pin | ceiling | sample: how the memory knobs are chosen (sweep/study/memory.py);
+    # auto | pin | ceiling | sample: how the memory knobs are chosen (sweep/study/search/memory.py);
     # auto: held at a known-feasible value for single-stream objectives, proposed near the OOM
     # boundary when a level above 1 is optimised.
     memory: str = "auto"
@@ -235,7 +237,8 @@ class SearchConfig:
     budget_gpu_hours: Optional[float] = None
     space: Dict[str, ParamConfig] = field(default_factory=dict)
     enqueue: List[Dict[str, Any]] = field(default_factory=list)
-    # Measured first as well when the objective reads a level above 1 (sweep/study/priors.py).
+    # Measured first as well when the objective reads a level above 1
+    # (sweep/study/search/priors.py).
     enqueue_under_load: List[Dict[str, Any]] = field(default_factory=list)
     # Without a baseline, the trial every other is compared to run for run
     # (sweep/readout/comparisons.py), named by searched parameters, e.g. {mem_fraction_static: 0.85,
@@ -272,9 +275,9 @@ class TrialConfig:
     gpus: Optional[str] = None  # CUDA_VISIBLE_DEVICES of the trial's GPU slot, e.g. "2,3"
     pid_file: Optional[str] = None  # the slot's server record (default: per port, in tracking.dir)
     lossless_reference: Optional[str] = None  # the baseline's lossless.jsonl, set by the sweep
-    # A resolve relaunch (sweep.study.resolve): `runs` more runs numbered from `first_run`, so
-    # run r sends the prompts run r of every trial sent; exactly that many (no adaptive runs),
-    # no lossless check (the first launch did it). None: benchmark.runs from run 1.
+    # A resolve relaunch (sweep.study.answer.unresolved): `runs` more runs numbered from
+    # `first_run`, so run r sends the prompts run r of every trial sent; exactly that many (no
+    # adaptive runs), no lossless check (the first launch did it). None: benchmark.runs from run 1.
     first_run: int = 1
     runs: Optional[int] = None
 

@@ -3,9 +3,10 @@ software it runs on, the model, the drafter, the hardware, the benchmark, the fi
 the prompts' content, the sampling), as a flat record a person can read (`setup`, dotted keys)
 and as a short hash (`setup_key`).
 
-A study is one setup (sweep.study.identity): its name is derived from it (sweep.config.study_name)
-and a later sweep whose setup differs is refused, naming each key. Within a study the baseline is
-stored under the key of its own setup (the drafter left out: a baseline runs none).
+One study, one setup (sweep.tracking.identity): its name is derived from the setup
+(sweep.config.study_name) and a later sweep whose setup differs is refused, naming each key.
+Within a study the baseline is stored under the key of its own setup (the drafter left out: a
+baseline runs none).
 """
 
 from __future__ import annotations

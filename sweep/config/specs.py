@@ -164,7 +164,7 @@ def _adaptive_config(s: DictConfig, speculative: bool) -> str | None:
 def _max_running(cfg: DictConfig, speculative: bool) -> int | None:
     """The baseline gets the cap SGLang gives a speculative server whose max_running_requests is
     unset (48: harness.sglang), unless search.baseline_equal_caps is off
-    (sweep.study.caps)."""
+    (sweep.study.answer.equal_caps)."""
     value = cfg.server.max_running_requests
     equal = OmegaConf.select(cfg, "search.baseline_equal_caps", default=True)
     if value is None and not speculative and cfg.trial.role == "baseline" and equal:
@@ -225,7 +225,7 @@ def _fitting(spec: BenchmarkSpec) -> BenchmarkSpec:
 
 
 def _relaunch(bench: BenchmarkSpec, trial: DictConfig) -> BenchmarkSpec:
-    """A resolve relaunch (sweep.study.resolve): `trial.runs` more runs numbered from
+    """A resolve relaunch (sweep.study.answer.unresolved): `trial.runs` more runs numbered from
     `trial.first_run` (the prompt plan and max_runs unchanged, so run r sends what run r of every
     trial sent), exactly that many, and no lossless check: its first launch did it."""
     first = int(trial.get("first_run", 1) or 1)

@@ -13,7 +13,7 @@ a study of its own, and the same command line finds its study again:
 
 The objective is in the hash as well: a study keeps one. A name given with `search.study_name` is
 taken as it is; a study whose recorded setup differs is
-then refused before anything starts (sweep.study.identity).
+then refused before anything starts (sweep.tracking.identity).
 
 A searched server knob set on a sweep's command line (`server.mem_fraction_static=0.90`) is held
 there for every server of the study, the baseline, the trials and the re-checks: it leaves the
@@ -88,7 +88,7 @@ def derived_name(
     the searched knobs it runs with; they are its configuration, not the study's setup."""
     pinned = pinned_values(cfg, overrides) if multirun else {}
     flat = setup(cfg, software, drafter=True, pinned=pinned)
-    # A study keeps one objective too (sweep.study.opening): another one is another study.
+    # A study keeps one objective too (sweep.study.loop.opening): another one is another study.
     flat["search.objective"] = str(cfg.search.objective)
     prefix = slug(str(cfg.search.study_prefix))
     words = [p for p in dict.fromkeys(readable_parts(cfg, overrides)) if p not in prefix]

@@ -7,7 +7,8 @@ simulator it all takes a couple of seconds.
 __init__     run and main: every check in order (this file)
 __main__     `python -m sweep.preflight`
 check        one check's verdict, and how the console shows a list of them
-launched     the memory knobs as the sweep will launch them: held or searched (sweep.study.memory)
+launched     the memory knobs as the sweep will launch them: held or searched
+(sweep.study.search.memory)
 checkpoints  the model and drafter paths, and the drafter's own checks
 fraction     whether every launch names its memory fraction, and what SGLang picks if not
 machine      the engine, the GPUs, disk and open files
@@ -36,7 +37,7 @@ from sweep.preflight.load import check_load
 from sweep.preflight.machine import check_engine, check_gpus, check_host
 from sweep.preflight.stores import check_network, check_tracking
 from sweep.preflight.weights import check_weights
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
 
 __all__ = ["Check", "main", "render", "run"]
 

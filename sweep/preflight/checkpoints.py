@@ -13,7 +13,7 @@ from harness.record.layout import ResultsLayout
 from sweep.launch.app import CONF_DIR
 from sweep.preflight.check import Check
 from sweep.preflight.weights import gib
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
 
 
 def _drafter_choices(cfg: DictConfig, space: SearchSpace) -> list[str | None]:

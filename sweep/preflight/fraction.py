@@ -9,7 +9,7 @@ from sweep.config.fraction import FRACTION
 from sweep.config.specs import build_trial_spec
 from sweep.launch.memory_default import left_to_sglang
 from sweep.preflight.check import Check
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
 
 
 def check_fraction(cfg: DictConfig, space: SearchSpace) -> Check:

@@ -1,13 +1,13 @@
 """The memory knobs as the sweep will launch them: what the memory policy holds, what it searches.
 
 Preflight judges host RAM and GPU memory at the values the trials will run with, not at the top
-of the declared space. The decision is the sweep's own (`sweep.study.memory`): `search.memory`
-resolved against the objective (`policies`), the knobs each policy holds (`held_by`), the
-HiCache size `pin` holds (`held_hicache`) and the fraction a new study starts from
-(`opening_fraction`); the enqueued priors (`sweep.study.priors.first_trials`) launch at their own
-values besides. So the default study (search.memory=auto, an objective at concurrency 1) is judged
-with HiCache at 0 and the fraction at the first prior's 0.85, and search.memory=sample at every
-value of the space.
+of the declared space. The decision is the sweep's own (`sweep.study.search.memory`):
+`search.memory` resolved against the objective (`policies`), the knobs each policy holds
+(`held_by`), the HiCache size `pin` holds (`held_hicache`) and the fraction a new study starts from
+(`opening_fraction`); the enqueued priors (`sweep.study.search.priors.first_trials`) launch at
+their own values besides. So the default study (search.memory=auto, an objective at concurrency 1)
+is judged with HiCache at 0 and the fraction at the first prior's 0.85, and search.memory=sample at
+every value of the space.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from optuna.distributions import (
 )
 
 from sweep.config.fraction import FRACTION
-from sweep.study import capacity, memory
-from sweep.study.objective import Objective
-from sweep.study.priors import first_trials
-from sweep.study.space import Param, SearchSpace
+from sweep.study.search import memory
+from sweep.study.search.priors import first_trials
+from sweep.study.search.space import Param, SearchSpace
+from sweep.study.trial import capacity
+from sweep.study.trial.objective import Objective
 
 
 @dataclass(frozen=True)

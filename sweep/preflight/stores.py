@@ -14,8 +14,8 @@ from harness.record.layout import ResultsLayout
 from harness.server.procs import leftover_pid, port_is_free
 from harness.tls import tls_context
 from sweep.preflight.check import Check
-from sweep.study.space import space_hash
-from sweep.study.storage import ensure_schema, redact_url
+from sweep.study.loop.optuna_storage import ensure_schema, redact_url
+from sweep.study.search.space import space_hash
 from sweep.tracking.runs import resolve_sqlite_uri
 
 

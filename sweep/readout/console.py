@@ -322,7 +322,8 @@ def summary_table(
     title = "Trials, fastest first" + (
         " — SIMULATED, not a hardware measurement" if simulated else ""
     )
-    # Above the table, not its caption: the caption is the request caps' (sweep.study.summary).
+    # Above the table, not its caption: the caption is the request caps'
+    # (sweep.study.answer.summary).
     if distorted := simulated_timing_caption([*results, *([baseline] if baseline else [])]):
         title += f"\n[yellow]{distorted}[/]"
     table = Table(title=title, title_justify="left")

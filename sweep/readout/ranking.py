@@ -2,8 +2,8 @@
 
 A single-stream study ranks by decode tok/s at concurrency 1 (`tok_s`); a throughput study by
 output tok/s at its level (`output_tok_s_c<level>`); a weighted load-profile study by its
-aggregate (`weighted_throughput`, `weighted_speed`: sweep.study.objective). The trial lines, the
-trials table and the verdict all read the same Ranking, so the table's "fastest first" and the
+aggregate (`weighted_throughput`, `weighted_speed`: sweep.study.trial.objective). The trial lines,
+the trials table and the verdict all read the same Ranking, so the table's "fastest first" and the
 `Best:` line never disagree with each other or with the study (a throughput study's table once
 sorted by per-user decode speed: 26 tok/s where its verdict said 713 tok/s output at 32 in
 flight; a weighted-throughput study's `Best:` once named the fastest single stream).
@@ -89,7 +89,7 @@ SINGLE_STREAM = Ranking()
 
 
 def for_objective(objective: Any) -> Ranking:
-    """The ranking of a study's objective (sweep.study.objective.Objective): a throughput
+    """The ranking of a study's objective (sweep.study.trial.objective.Objective): a throughput
     objective ranks by its level's output tok/s, a weighted one by its aggregate, every other
     one (speed, a Pareto front) by single-stream tok/s."""
     if objective.name in _WEIGHTED:

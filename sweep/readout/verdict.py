@@ -195,7 +195,7 @@ def drift_line(before: TrialResult, after: TrialResult) -> tuple[str, float]:
 def no_recommendation(moment: str, spent: int | None, search) -> str:
     """What stands where the Deploy line would: an interrupted study (`moment`: when, e.g.
     "during the baseline") or one that measured nothing has no answer yet. `spent`: the server
-    starts the study has spent (sweep.study.history), None before it was opened."""
+    starts the study has spent (sweep.study.answer.all_sweeps), None before it was opened."""
     if spent is None:
         return f"No recommendation: interrupted {moment}."
     budget = search.get("budget_gpu_hours")

@@ -1,6 +1,7 @@
 """Which run a reproduction deploys: the run asked for (--run), the study's own answer (the
-`specsweep.deploy` tag its last sweep left on its parent run: sweep.study.deploy), or the best
-by the study's objective or at one level (--level: the per-level rule, sweep.study.levels), read
+`specsweep.deploy` tag its last sweep left on its parent run: sweep.study.answer.recommendation),
+or the best by the study's objective or at one level (--level: the per-level rule,
+sweep.study.answer.levels), read
 from MLflow; and the trial's recorded config."""
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from harness.record.results import Outcome, TrialResult
 from harness.record.stats import paired_ratio
 from sweep.config.schema import SpecsweepConfig
 from sweep.readout.commands import specsweep
-from sweep.study import levels
-from sweep.study.objective import Objective
+from sweep.study.answer import levels
+from sweep.study.trial.objective import Objective
 
 
 def trial_runs(client: MlflowClient, experiment: str, role: str = "trial") -> list[Run]:
@@ -38,7 +39,7 @@ def pick_run(
     client: MlflowClient, experiment: str, run_id: str | None, level: int | None = None
 ) -> tuple[Run, str]:
     """The run to deploy and why: --run, else the best by the study's own objective (its load
-    profile and latency limits: sweep.study.objective, read from the trials' recorded config),
+    profile and latency limits: sweep.study.trial.objective, read from the trials' recorded config),
     or with --level the best at that concurrency (the baseline where speculation loses there)."""
     if run_id:
         return client.get_run(run_id), "the run asked for"
@@ -61,8 +62,8 @@ def pick_run(
     index, why = choice
     if level is None or not bases:
         return runs[index], why
-    # At a level, the per-level table's rule (sweep.study.levels): deploy speculation only if it
-    # beats the baseline beyond the paired 95% interval of their runs there.
+    # At a level, the per-level table's rule (sweep.study.answer.levels): deploy speculation only
+    # if it beats the baseline beyond the paired 95% interval of their runs there.
     metric = levels.level_metric(objective, level)
     pair = [per_run(client, r, f"run.{metric}_c{level}") for r in (runs[index], bases[-1])]
     stat = levels.stat(pair[0])
@@ -81,10 +82,11 @@ def pick_run(
 
 def study_answer(client: MlflowClient, experiment: str, runs: list[Run]) -> tuple[Run, str] | None:
     """The run the study's last sweep said to deploy (its parent run's `specsweep.deploy` tag,
-    sweep.study.deploy): a trial, or the baseline for speculation off. None for a study recorded
-    before the tag, or one whose named run is not here. A last sweep without an answer (it was
-    interrupted, or measured nothing: an empty tag and its "No recommendation" line) exits with
-    that line: its study has no answer to export until it is resumed, or a run is named."""
+    sweep.study.answer.recommendation): a trial, or the baseline for speculation off. None for a
+    study recorded before the tag, or one whose named run is not here. A last sweep without an
+    answer (it was interrupted, or measured nothing: an empty tag and its "No recommendation" line)
+    exits with that line: its study has no answer to export until it is resumed or a run
+    is named."""
     sweeps = [
         r for r in trial_runs_any(client, experiment, "sweep") if "specsweep.deploy" in r.data.tags
     ]
@@ -150,7 +152,7 @@ def best_by_objective(
     """Index of the run to deploy in `runs` ((name, metrics) of measured trials) and why; None
     when none meets the limits. Without a level: the study's objective (a Pareto front's first
     objective), infeasible trials left out, as Optuna ranks. With one: the level's metric
-    (sweep.study.levels), limits at that level."""
+    (sweep.study.answer.levels), limits at that level."""
     found = []
     base_tok_s = (baseline or {}).get("tok_s")
     for i, (name, metrics) in enumerate(runs):

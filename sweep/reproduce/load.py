@@ -5,9 +5,9 @@ A configuration is the answer for the load it was ranked at: the study's ranking
 profile), or the level asked with `--level`. Faster at one request in flight says nothing about
 64: speculation's verify steps cost more as the batch grows, and there it can lose to no
 speculation. The levels the study also measured are checked with `specsweep reproduce --level
-N` (the per-level rule, sweep.study.levels); a study that measured no other level is followed by
-a study over the load profile (conf/experiment/load_profile.yaml) of the same setup, its groups
-named by the config files the recorded names come from.
+N` (the per-level rule, sweep.study.answer.levels); a study that measured no other level is
+followed by a study over the load profile (conf/experiment/load_profile.yaml) of the same setup, its
+groups named by the config files the recorded names come from.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from sweep.paths import CONF
 from sweep.readout.commands import rerun_command
 from sweep.readout.ranking import for_objective
-from sweep.study.objective import Objective
+from sweep.study.trial.objective import Objective
 
 PROFILE_EXPERIMENT = "load_profile"  # conf/experiment/load_profile.yaml
 

@@ -65,7 +65,9 @@ def sync(tracking_dir: Path, mlflow_uri: str) -> dict[str, list[str]]:
                 data["status"] if data["status"] in ("FINISHED", "FAILED", "KILLED") else "FAILED"
             )
             decision = data.get("deploy") or {}
-            tags = {  # the study's answer, as the sweep would have tagged it (sweep.study.deploy)
+            # the study's answer as the sweep would have tagged it
+            # (sweep.study.answer.recommendation)
+            tags = {
                 f"specsweep.{key}": str(decision[src])[:5000]
                 for key, src in (
                     ("deploy", "deploy"),

@@ -25,7 +25,7 @@ from sweep.config.setup_key import differences
 
 SETUP_ATTR = "setup"
 SETUP_FILE = "setup.json"
-BASELINE_ATTR = "baseline"  # baseline.<setup key>[.uncapped]: sweep.study.baseline measures it
+BASELINE_ATTR = "baseline"  # baseline.<setup key>[.uncapped]: sweep.study.loop.baseline measures it
 SHOWN = 8  # differing keys named in the refusal; the rest are counted
 
 

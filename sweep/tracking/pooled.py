@@ -1,5 +1,5 @@
 """MLflow and the trial folders' tracking records brought up to a pooled result (the resolve
-phase, sweep.study.resolve_phase).
+phase, sweep.study.loop.resolve_rounds).
 
 The child run a trial (or the baseline) was logged as stays the one run of that configuration: its
 metrics are logged again from the pooled record (MLflow shows a metric's latest value), the new

@@ -41,7 +41,8 @@ SHARE_PARAM = "viewStateShareKey"
 WORKFLOW = ("workflowType", "machine_learning")
 RUN_METRICS = ("tok_s", "accept_len", "speedup_vs_baseline")
 OUTCOME_TAG = "specsweep.outcome"
-# Objectives the driver derives from per-level metrics (sweep.study.objective.Objective.PER_LEVEL):
+# Objectives the driver derives from per-level metrics
+# (sweep.study.trial.objective.Objective.PER_LEVEL):
 # no run carries them, so the view sorts by tok_s instead.
 NOT_RUN_METRICS = ("weighted_throughput", "weighted_speed")
 SECTION = "specsweep-section"  # its two sections: -metrics, -params

@@ -1,4 +1,4 @@
-"""The resolve phase through `python sweep.py -m` (sweep.study.resolve_phase): a study whose
+"""The resolve phase through `python sweep.py -m` (sweep.study.loop.resolve_rounds): a study whose
 verdict is unresolved spends its extra runs on the contenders and the baseline, pools them into
 their records, and the Deploy line agrees on the console, in the summary JSON and on MLflow's
 parent run; a resume does not redo it; Ctrl-C in it keeps what was measured.

@@ -33,7 +33,7 @@ from sweep.config.specs import build_trial_spec
 from sweep.launch.app import CONF_DIR
 from sweep.launch.parse_check import check_launch_flags
 from sweep.launch.slots import slot_count, worker_gpus
-from sweep.study.baseline import baseline_overrides
+from sweep.study.loop.baseline import baseline_overrides
 from sweep.sweeper import check_search
 from tests.conftest import ROOT
 

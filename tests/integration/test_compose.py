@@ -12,8 +12,8 @@ from harness.errors import ConfigError
 from sweep.config.setup_key import setup_key
 from sweep.config.specs import build_trial_spec
 from sweep.launch.app import CONF_DIR
-from sweep.study.baseline import baseline_overrides
-from sweep.study.space import SearchSpace
+from sweep.study.loop.baseline import baseline_overrides
+from sweep.study.search.space import SearchSpace
 
 
 def cfg(*overrides: str):

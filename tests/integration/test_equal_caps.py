@@ -15,9 +15,9 @@ from harness.sim.cli import build_parser, resolve
 from harness.sim.model.profiles import HARDWARE, TARGETS
 from sweep.config.setup_key import setup_key
 from sweep.config.specs import build_trial_spec
-from sweep.study.baseline import baseline_overrides
-from sweep.study.caps import caps, caps_line
-from sweep.study.summary import SweepOutcome, write_summary
+from sweep.study.answer.equal_caps import caps, caps_line
+from sweep.study.answer.summary import SweepOutcome, write_summary
+from sweep.study.loop.baseline import baseline_overrides
 from tests.integration.test_compose import cfg
 
 

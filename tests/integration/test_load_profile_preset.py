@@ -12,7 +12,7 @@ from harness.server.command import server_flags
 from sweep.config.specs import build_trial_spec
 from sweep.launch.app import CONF_DIR
 from sweep.readout.ranking import for_objective
-from sweep.study.objective import Objective
+from sweep.study.trial.objective import Objective
 
 
 def composed(*overrides: str):

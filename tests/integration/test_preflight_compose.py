@@ -14,7 +14,7 @@ from sweep.launch.app import CONF_DIR
 from sweep.preflight.host_ram import check_host_ram
 from sweep.preflight.launched import launched
 from sweep.preflight.weights import check_weights
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
 
 BOX = (256.0, "a 256 GB box")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.server import gpu
 from sweep.config.setup_key import setup_key
 from sweep.config.specs import build_trial_spec
-from sweep.study.candidates import candidate_for
+from sweep.study.trial.candidates import candidate_for
 from sweep.tracking import provenance
 from tests.integration.test_compose import cfg
 

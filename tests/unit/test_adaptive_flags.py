@@ -125,7 +125,7 @@ def test_a_searched_adaptive_holds_topk_at_1():
     import optuna
     from omegaconf import OmegaConf
 
-    from sweep.study.space import SearchSpace
+    from sweep.study.search.space import SearchSpace
 
     space = SearchSpace.from_config(
         OmegaConf.create(

@@ -1,4 +1,4 @@
-"""The baseline never leaves --mem-fraction-static to SGLang (sweep/study/baseline.py)."""
+"""The baseline never leaves --mem-fraction-static to SGLang (sweep/study/loop/baseline.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from sweep.config.fraction import baseline_mem_fraction
 from sweep.config.schema import ParamConfig
-from sweep.study.baseline import baseline_overrides
+from sweep.study.loop.baseline import baseline_overrides
 
 SPACE = {"mem_fraction_static": ParamConfig(type="float", low=0.82, high=0.94, step=0.01)}
 

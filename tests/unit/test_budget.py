@@ -7,9 +7,9 @@ import optuna
 import pytest
 
 from harness.record.results import Outcome, TrialResult
-from sweep.study.budget import MAX_IDLE_PROPOSALS, Budget, gpu_hours, spent
-from sweep.study.driver import SearchDriver
-from sweep.study.objective import Objective
+from sweep.study.loop.budget import MAX_IDLE_PROPOSALS, Budget, gpu_hours, spent
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.trial.objective import Objective
 from tests.unit.test_search import cand
 
 

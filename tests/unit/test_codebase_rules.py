@@ -3,8 +3,8 @@
 - A module over 400 lines is a smell: it usually holds more than one idea. The check makes you
   look; split where an idea ends (or merge back what is one idea), never only to get under it.
 - Optuna's private API (`optuna.storages._heartbeat`, `study._storage`, `trial._trial_id`) is
-  used in one module only, `sweep/study/storage.py`, which says why; an Optuna upgrade that
-  changes it then breaks one file, not the sweep.
+  used in one module only, `sweep/study/loop/optuna_storage.py`, which says why; an Optuna upgrade
+  that changes it then breaks one file, not the sweep.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ PACKAGES = (
 )
 MAX_LINES = 400
 OPTUNA_PRIVATE = re.compile(r"optuna\.\w+(\.\w+)*\._\w+|\._storage\b|\._trial_id\b|_heartbeat\b")
-OPTUNA_PRIVATE_HOME = ROOT / "sweep" / "study" / "storage.py"
+OPTUNA_PRIVATE_HOME = ROOT / "sweep" / "study" / "loop" / "optuna_storage.py"
 
 
 def project_modules() -> list[Path]:

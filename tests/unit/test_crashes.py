@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.record.results import Outcome, TrialResult
-from sweep.study.crashes import failure_signature
+from sweep.study.trial.crashes import failure_signature
 
 REFUSAL = "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding."
 

@@ -1,6 +1,7 @@
-"""The study's one answer (sweep.study.deploy): the best trial only where it beats the baseline
-beyond noise, else speculation off; among the configurations the intervals cannot tell apart
-from the best, the cheapest to run that itself beats the baseline, the others named as tied."""
+"""The study's one answer (sweep.study.answer.recommendation): the best trial only where it beats
+the baseline beyond noise, else speculation off; among the configurations the intervals cannot tell
+apart from the best, the cheapest to run that itself beats the baseline, the others
+named as tied."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 
 from harness.record.results import Outcome, RunSummary, TrialResult
 from sweep.readout.ranking import SINGLE_STREAM
-from sweep.study import deploy, levels
-from sweep.study.objective import Objective
+from sweep.study.answer import levels, recommendation
+from sweep.study.trial.objective import Objective
 
 
 def trial(
@@ -47,7 +48,7 @@ BASE = trial("baseline", [99, 100, 101], role="baseline")
 
 def decide(results, baseline=BASE):
     rows = levels.per_level(results, baseline, Objective("tok_s", 64))
-    return deploy.decide(results, baseline, SINGLE_STREAM, rows, set(), "study", "results")
+    return recommendation.decide(results, baseline, SINGLE_STREAM, rows, set(), "study", "results")
 
 
 def test_a_trial_faster_beyond_its_paired_interval_is_deployed():
@@ -64,7 +65,7 @@ def test_a_trial_faster_beyond_its_paired_interval_is_deployed():
 def test_a_best_within_the_baselines_noise_deploys_the_baseline():
     close = trial("trial_0000", [98, 101, 104])  # 1.01x, its paired interval reaches 1x
     d = decide([close])
-    assert d.deploy == deploy.BASELINE and not d.speculation and d.best == "trial_0000"
+    assert d.deploy == recommendation.BASELINE and not d.speculation and d.best == "trial_0000"
     assert d.config == levels.OFF and "speculation off" in d.line()
     assert "exports its launch, without speculation" in d.next_command
     assert d.as_dict()["line"].startswith("Deploy: speculation off")
@@ -134,7 +135,7 @@ CASES = [
         "the best within the baseline's noise: speculation off, whatever is tied with it",
         [("t_4415", [90, 105, 120], (4, 4, 15)), ("t_3413", [100, 103, 106], (3, 4, 13))],
         BASE_100,
-        deploy.BASELINE,
+        recommendation.BASELINE,
         [],
         "no configuration beats the baseline beyond the 95% interval",
     ),
@@ -152,11 +153,12 @@ def test_the_cheapest_of_the_indistinguishable_that_beats_the_baseline(
     d = decide(results, baseline)
     assert (d.deploy, d.alternatives) == (deployed, named)
     assert d.best == trials[0][0]  # the best by the objective is still named as such
-    line = deploy.plain(d.line())
+    line = recommendation.plain(d.line())
     assert why in line
     if named:
         assert f"tied with {', '.join(named)}" in line
-    if base is not None and deployed not in (trials[0][0], deploy.BASELINE):  # the deployed one's
+    # the deployed one's
+    if base is not None and deployed not in (trials[0][0], recommendation.BASELINE):
         chosen = next(r for r in results if r.name == deployed)
         assert f"{d.speedup:.2f}" == f"{chosen.metrics['tok_s'] / 100:.2f}"
 
@@ -169,7 +171,7 @@ def test_without_a_baseline_the_fastest_is_deployed_and_said_to_be_no_comparison
 
 def test_nothing_measured_is_speculation_off():
     d = decide([])
-    assert d.deploy == deploy.BASELINE and "no trial was measured" in d.reason
+    assert d.deploy == recommendation.BASELINE and "no trial was measured" in d.reason
 
 
 def test_speculative_trials_the_engine_cannot_run_say_so_in_the_answer():
@@ -179,7 +181,7 @@ def test_speculative_trials_the_engine_cannot_run_say_so_in_the_answer():
         result.crash_cause = "no_speculation"
         failed.append(result)
     d = decide(failed)
-    assert d.deploy == deploy.BASELINE
+    assert d.deploy == recommendation.BASELINE
     assert "this engine build cannot run speculation on this machine" in d.reason
     failed[1].crash_cause = None  # one crashed for another reason: no such claim
     assert decide(failed).reason == "no trial was measured within the limits"

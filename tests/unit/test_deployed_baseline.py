@@ -1,15 +1,15 @@
 """The study's answer compares with the baseline a deployment runs at each level
-(sweep.study.deployed): above speculation's cap of 48 the uncapped baseline, at and below it the
-study's own. A weighted answer over 1/32/64 must not say "deploy" on the strength of a baseline
-held to 48 requests at 64 in flight."""
+(sweep.study.answer.no_speculation): above speculation's cap of 48 the uncapped baseline, at and
+below it the study's own. A weighted answer over 1/32/64 must not say "deploy" on the strength of a
+baseline held to 48 requests at 64 in flight."""
 
 from __future__ import annotations
 
 from harness.record.results import Outcome, RunSummary, TrialResult
 from sweep.readout.ranking import for_objective
-from sweep.study import deploy, levels
-from sweep.study.deployed import deployed_baseline, deployed_line, levels_above
-from sweep.study.objective import Objective
+from sweep.study.answer import levels, recommendation
+from sweep.study.answer.no_speculation import deployed_baseline, deployed_line, levels_above
+from sweep.study.trial.objective import Objective
 
 LEVELS = (1, 32, 64)
 PROFILE = Objective("weighted_throughput", 64, levels=LEVELS)
@@ -53,9 +53,9 @@ def test_the_levels_above_the_cap_come_from_the_uncapped_baseline():
 def test_the_weighted_answer_against_the_deployed_baseline_is_speculation_off():
     ranking = for_objective(PROFILE)
     rows = levels.per_level([CHAIN], CAPPED, PROFILE, uncapped=FREE, cap=48)
-    at_equal_caps = deploy.decide([CHAIN], CAPPED, ranking, rows, set(), "s", "r")
+    at_equal_caps = recommendation.decide([CHAIN], CAPPED, ranking, rows, set(), "s", "r")
     assert at_equal_caps.speculation  # (125 + 2640 + 3520) / (100 + 2400 + 3200) = 1.10x
-    deployed = deploy.decide(
+    deployed = recommendation.decide(
         [CHAIN], deployed_baseline(CAPPED, FREE), ranking, rows, set(), "s", "r"
     )
     assert not deployed.speculation and deployed.speedup < 1  # 6285 / 6500 = 0.97x

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from harness.drafter_gate import cached_snapshot, drafter_problems, hf_cache_root
 from sweep.launch.app import CONF_DIR
 from sweep.preflight.checkpoints import check_paths
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
 from tests.drafter_factory import HIDDEN, make_drafter, make_target
 
 REV = "0123456789abcdef0123456789abcdef01234567"

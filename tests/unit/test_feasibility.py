@@ -10,12 +10,12 @@ from omegaconf import OmegaConf
 
 from harness.record.results import Outcome, TrialResult
 from harness.spec import ServerSpec
-from sweep.study.candidates import candidate_for
-from sweep.study.driver import SearchDriver
-from sweep.study.feasibility import Feasibility
-from sweep.study.memory import MemorySampler, objective_levels, resolve_mode
-from sweep.study.objective import Objective
-from sweep.study.space import SearchSpace
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.search.memory import MemorySampler, objective_levels, resolve_mode
+from sweep.study.search.space import SearchSpace
+from sweep.study.trial.candidates import candidate_for
+from sweep.study.trial.feasibility import Feasibility
+from sweep.study.trial.objective import Objective
 
 SPACE = {
     "speculative_num_steps": {"type": "int", "low": 1, "high": 5},

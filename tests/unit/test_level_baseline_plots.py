@@ -1,5 +1,5 @@
 """Above speculation's request cap the per-level answer compares with the baseline at SGLang's
-own running-request limit (sweep.study.levels); the figures must say the same thing: at 64 in
+own running-request limit (sweep.study.answer.levels); the figures must say the same thing: at 64 in
 flight the speedup is drawn against that baseline, and the throughput figure draws it."""
 
 from __future__ import annotations

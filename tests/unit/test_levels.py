@@ -11,10 +11,10 @@ from omegaconf import OmegaConf
 from harness.record.results import Outcome, RunSummary, TrialResult
 from sweep.readout.console import console, summary_table
 from sweep.readout.verdict import summary_lines
-from sweep.study import artifacts, levels
-from sweep.study.driver import SearchDriver
-from sweep.study.objective import Objective
-from sweep.study.summary import infeasible
+from sweep.study.answer import levels, parent_run
+from sweep.study.answer.summary import infeasible
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.trial.objective import Objective
 from tests.unit.test_search import cand
 
 LEVELS = (1, 8, 64)
@@ -96,13 +96,13 @@ def test_a_limit_at_one_level_leaves_the_others_alone():
 def test_the_table_is_written_for_mlflow_and_the_report(tmp_path):
     rows = levels.per_level([FAST, STEADY], BASE, Objective("tok_s", 64))
     summary = tmp_path / "summary-20260101-000000.json"
-    path = artifacts.write_levels(summary, rows)
+    path = parent_run.write_levels(summary, rows)
     assert path.name == "levels-20260101-000000.json"
     data = json.loads(path.read_text())
     assert [d["recommend"] for d in data] == ["trial_0000", "trial_0001", levels.OFF]
     assert data[0]["best"]["low"] > 1 and data[0]["best"]["params"] == {"speculative_num_steps": 5}
     cfg = OmegaConf.create({"report": False})
-    assert artifacts.sweep_artifacts(cfg, optuna.create_study(), Objective("tok_s", 64),
+    assert parent_run.sweep_artifacts(cfg, optuna.create_study(), Objective("tok_s", 64),
                                      tmp_path, summary, rows) == [path]  # fmt: skip
 
 
@@ -166,7 +166,7 @@ def test_above_the_cap_the_answer_is_against_sglangs_own_limit_with_equal_caps_b
 
 
 def test_the_uncapped_baseline_is_measured_only_when_a_level_is_above_the_cap():
-    from sweep.study.baseline import needs_uncapped
+    from sweep.study.loop.baseline import needs_uncapped
 
     def cfg(levels_, equal=True, cap=None, baseline=True):
         return OmegaConf.create(

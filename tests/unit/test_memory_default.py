@@ -64,7 +64,7 @@ def _composed(tmp_path, *overrides: str):
 
 def test_preflight_passes_a_searched_fraction_and_warns_a_search_without_one(tmp_path):
     from sweep.preflight.fraction import check_fraction
-    from sweep.study.space import SearchSpace
+    from sweep.study.search.space import SearchSpace
 
     cfg = _composed(tmp_path)
     assert check_fraction(cfg, SearchSpace.from_config(cfg.search.space)).status == "pass"

@@ -1,6 +1,7 @@
 """search.memory=auto by capacity: the fraction is searched only where the KV pool the servers
 report binds at the objective's highest level, and a prior whose fraction ran out of GPU memory
-is not launched there again (sweep.study.memory, sweep.study.capacity, sweep.study.priors)."""
+is not launched there again (sweep.study.search.memory, sweep.study.trial.capacity,
+sweep.study.search.priors)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from omegaconf import OmegaConf
 
 from harness.record.results import Outcome, TrialResult
 from sweep.launch.app import CONF_DIR
-from sweep.study import priors
-from sweep.study.candidates import candidate_for
-from sweep.study.capacity import Demand, binds, demand_for
-from sweep.study.driver import SearchDriver
-from sweep.study.memory import PRIOR_FRACTION, MemorySampler, resolve_mode, wrap
-from sweep.study.objective import Objective
-from sweep.study.space import SearchSpace
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.search import priors
+from sweep.study.search.memory import PRIOR_FRACTION, MemorySampler, resolve_mode, wrap
+from sweep.study.search.space import SearchSpace
+from sweep.study.trial.candidates import candidate_for
+from sweep.study.trial.capacity import Demand, binds, demand_for
+from sweep.study.trial.objective import Objective
 from tests.unit.test_feasibility import SPACE, server, values
 
 LOAD = Objective("throughput", 64)  # reads concurrency 64 only

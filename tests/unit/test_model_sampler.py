@@ -17,15 +17,15 @@ from benchmarks._search_landscape import SETUPS, Landscape, Oracle
 from benchmarks._search_sim import Simulation
 from harness.errors import ConfigError
 from harness.record.results import Outcome, RunSummary, TrialResult
-from sweep.study.candidates import Candidate
 from sweep.study.model import stopping
 from sweep.study.model.knowledge import Knowledge, anchored
 from sweep.study.model.observations import UNKNOWN_NOISE
 from sweep.study.model.predict import Config, configurations
 from sweep.study.model.sampler import ModelSampler, model_sampler, worth_screening
 from sweep.study.model.watch import Forecast, ModelWatch
-from sweep.study.objective import Objective
-from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.trial.candidates import Candidate
+from sweep.study.trial.objective import Objective
 from sweep.sweeper import check_search
 
 BASE = OmegaConf.to_container(OmegaConf.load("conf/search/eagle3_five.yaml"), resolve=True)
@@ -214,7 +214,7 @@ def test_pareto_objectives_and_spaces_without_the_chain_knobs_are_refused():
     from hydra import compose, initialize_config_dir
 
     from sweep.launch.app import CONF_DIR
-    from sweep.study.opening import make_sampler
+    from sweep.study.loop.opening import make_sampler
 
     overrides = [
         "search.sampler.name=model",
@@ -281,8 +281,9 @@ def test_the_console_forecasts_what_the_model_knows_whatever_the_sampler():
 
 
 def test_transfer_starts_a_new_study_from_an_earlier_one_with_the_same_setup(unreachable):
-    from sweep.study import memory, storage
+    from sweep.study.loop import optuna_storage
     from sweep.study.model import transfer
+    from sweep.study.search import memory
 
     _, earlier = unreachable
     objective = Objective("tok_s", 64)
@@ -290,7 +291,7 @@ def test_transfer_starts_a_new_study_from_an_earlier_one_with_the_same_setup(unr
     study = optuna.create_study(
         storage=earlier._storage, sampler=memory.wrap(sampler, "pin", objective)
     )
-    others = storage.other_studies(study)
+    others = optuna_storage.other_studies(study)
     assert transfer.start_from_earlier(sampler, study, others, "another setup", None) is None
     line = transfer.start_from_earlier(sampler, study, others, "bench", "/models/drafter")
     measured = [t for t in earlier.trials if t.user_attrs.get("model_obs")]
@@ -305,8 +306,8 @@ def test_transfer_starts_a_new_study_from_an_earlier_one_with_the_same_setup(unr
 
 def test_a_screened_trial_is_not_a_duplicate_and_keeps_what_the_model_fits():
     from harness.record.results import StepHistogram
-    from sweep.study.candidates import candidate_for
-    from sweep.study.driver import SearchDriver
+    from sweep.study.loop.decisions import SearchDriver
+    from sweep.study.trial.candidates import candidate_for
 
     objective = Objective("tok_s", 64)
     study = optuna.create_study(direction="maximize")

@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from harness.record.results import Outcome, RunSummary, TrialResult
-from sweep.study.driver import SearchDriver
-from sweep.study.objective import Objective
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.trial.objective import Objective
 from tests.unit.test_search import cand
 
 

@@ -1,4 +1,4 @@
-"""A relaunch's runs pooled with its configuration's record (sweep.study.pooling): the runs
+"""A relaunch's runs pooled with its configuration's record (sweep.study.answer.pooling): the runs
 added, what the runs give recomputed over all of them, the rest kept, the first launch's record
 never overwritten, and a relaunch that runs another server never pooled."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.record.results import Outcome, RunSummary, TrialResult
 from harness.record.stats import summarize
-from sweep.study import pooling
+from sweep.study.answer import pooling
 
 
 def launch(folder: Path, speeds: list[float], first: int = 1, **effective) -> TrialResult:

@@ -1,6 +1,7 @@
 """Preflight's memory figures, each with its source, and its verdicts at the values the memory
 policy launches (sweep.preflight.weights, host_ram); the policy's decision it reuses
-(sweep.study.memory.policies, held_hicache); the files SGLang loads (harness.sglang.host_memory)."""
+(sweep.study.search.memory.policies, held_hicache); the files SGLang loads
+(harness.sglang.host_memory)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from sweep.preflight.host_ram import check_host_ram, largest_fitting, need_gb
 from sweep.preflight.launched import Knob
 from sweep.preflight.machine import check_gpus
 from sweep.preflight.weights import GIB, check_weights, model_weights
-from sweep.study import memory
-from sweep.study.capacity import Demand
-from sweep.study.objective import Objective
+from sweep.study.search import memory
+from sweep.study.trial.capacity import Demand
+from sweep.study.trial.objective import Objective
 
 RESERVE_GB = HICACHE_RESERVE_BYTES / 1e9  # 10 GiB = 10.74 GB
 

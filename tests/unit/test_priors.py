@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from sweep.study.objective import Objective
-from sweep.study.priors import first_trials
+from sweep.study.search.priors import first_trials
+from sweep.study.trial.objective import Objective
 from tests.conftest import ROOT
 
 SEARCH = OmegaConf.load(ROOT / "conf/search/eagle3_five.yaml")

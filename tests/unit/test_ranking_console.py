@@ -9,7 +9,7 @@ from harness.record.results import Outcome, RunSummary, TrialResult
 from sweep.readout import console as sweep_console
 from sweep.readout.console import ConsoleReporter, console, summary_table
 from sweep.readout.ranking import SINGLE_STREAM, Ranking, for_objective
-from sweep.study.objective import Objective
+from sweep.study.trial.objective import Objective
 
 
 def trial(name: str, output: float, per_user: float, hicache: int) -> TrialResult:

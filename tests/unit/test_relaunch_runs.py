@@ -1,6 +1,6 @@
-"""A resolve relaunch's runs (sweep.study.resolve): numbered after the recorded ones, so run r
-sends the prompts run r of every trial sends and no earlier run's; the config's trial.first_run
-and trial.runs become exactly that benchmark, with the prompt plan untouched."""
+"""A resolve relaunch's runs (sweep.study.answer.unresolved): numbered after the recorded ones, so
+run r sends the prompts run r of every trial sends and no earlier run's; the config's
+trial.first_run and trial.runs become exactly that benchmark, with the prompt plan untouched."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """When the study's verdict is unresolved and what a round of the resolve phase launches
-(sweep.study.resolve), table by table: the rules, the contenders, the run numbers, the budget,
-and the lines that say what settles an unresolved verdict."""
+(sweep.study.answer.unresolved), table by table: the rules, the contenders, the run numbers, the
+budget, and the lines that say what settles an unresolved verdict."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 
 from harness.record.results import Outcome, RunSummary, TrialResult
 from sweep.readout.ranking import SINGLE_STREAM
-from sweep.study import resolve
+from sweep.study.answer import unresolved
 
-BUDGET = resolve.Settings(max_rounds=2, runs=3, max_contenders=3)
+BUDGET = unresolved.Settings(max_rounds=2, runs=3, max_contenders=3)
 
 
 def trial(
@@ -38,7 +38,7 @@ SLOW_TIED = trial("trial_0001", [79, 80, 81, 80, 80])  # inside SLOW's interval
 
 
 def plan(results, baseline=BASE, settings=BUDGET, rounds_done=0, segments=22, exclude=()):
-    return resolve.plan(
+    return unresolved.plan(
         results, baseline, SINGLE_STREAM, settings, rounds_done, segments, set(exclude)
     )
 
@@ -109,7 +109,7 @@ def test_when_to_resolve_and_what_to_launch(
 @pytest.mark.parametrize(
     ("settings", "rounds_done", "segments", "stop", "runs"),
     [
-        (resolve.Settings(max_rounds=0), 0, 22, "off", None),  # the default: said, not spent
+        (unresolved.Settings(max_rounds=0), 0, 22, "off", None),  # the default: said, not spent
         (BUDGET, 1, 22, None, 3),  # round 2 of 2
         (BUDGET, 2, 22, "spent", None),  # the study's budget is spent: a resume adds nothing
         (BUDGET, 0, 5, "exhausted", None),  # runs 1-5 used every disjoint segment
@@ -137,10 +137,10 @@ def test_new_run_numbers_follow_the_highest_any_side_recorded_incomplete_runs_in
 
 
 def test_contenders_are_capped_fastest_first_and_the_rest_named():
-    found = plan([CLOSE, NEAR, NEAR2, FAR], settings=resolve.Settings(2, 3, max_contenders=2))
+    found = plan([CLOSE, NEAR, NEAR2, FAR], settings=unresolved.Settings(2, 3, max_contenders=2))
     assert found.round.contenders == ("trial_0000", "trial_0001")
     assert found.round.left_out == ("trial_0002",)
-    line = resolve.round_line(found.round, 1, resolve.Settings(2, 3, 2), found.state.why)
+    line = unresolved.round_line(found.round, 1, unresolved.Settings(2, 3, 2), found.state.why)
     assert line.startswith("[bold]resolving:[/bold] trial_0000, trial_0001 vs baseline, 3 more")
     assert "(round 1 of 2; runs 6-8)" in line and "1 more tied runner-up(s) not relaunched" in line
 
@@ -152,18 +152,18 @@ def test_a_trial_over_a_latency_limit_is_never_a_contender():
 
 
 def test_the_line_below_the_deploy_line_names_what_settles_it():
-    off = plan([CLOSE, FAR], settings=resolve.Settings(max_rounds=0))
-    line = resolve.unresolved_line(off, resolve.Settings(), ("search.n_trials=4",), 0)
+    off = plan([CLOSE, FAR], settings=unresolved.Settings(max_rounds=0))
+    line = unresolved.unresolved_line(off, unresolved.Settings(), ("search.n_trials=4",), 0)
     assert "sweep search.n_trials=4 search.resolve.max_rounds=2" in line
     assert "no trial runs again" in line and "trial_0000 and the baseline" in line
     spent = plan([CLOSE, FAR], rounds_done=2)
-    line = resolve.unresolved_line(spent, BUDGET, (), 6)
+    line = unresolved.unresolved_line(spent, BUDGET, (), 6)
     assert "after 6 extra runs in 2 resolve round(s)" in line and "max_rounds=2" in line
     dry = plan([CLOSE, FAR], segments=5)
-    assert "no fresh prompts left" in resolve.unresolved_line(dry, BUDGET, (), 0)
-    assert resolve.unresolved_line(plan([FAST, FAR]), BUDGET, (), 0) is None
-    alone = plan([NOISY_FAST, STEADY_FAST], baseline=None, settings=resolve.Settings())
-    line = resolve.unresolved_line(alone, resolve.Settings(), (), 0)
+    assert "no fresh prompts left" in unresolved.unresolved_line(dry, BUDGET, (), 0)
+    assert unresolved.unresolved_line(plan([FAST, FAR]), BUDGET, (), 0) is None
+    alone = plan([NOISY_FAST, STEADY_FAST], baseline=None, settings=unresolved.Settings())
+    line = unresolved.unresolved_line(alone, unresolved.Settings(), (), 0)
     assert "on trial_0000 and trial_0001;" in line and "baseline" not in line.split("on trial")[1]
 
 
@@ -173,4 +173,4 @@ def test_the_line_below_the_deploy_line_names_what_settles_it():
 )
 def test_settings_out_of_range_are_refused_naming_the_key(bad):
     with pytest.raises(ValueError, match=r"search\.resolve\."):
-        resolve.Settings(**bad)
+        unresolved.Settings(**bad)

@@ -8,9 +8,9 @@ from optuna.trial import TrialState
 
 from harness.record.results import Outcome, RunSummary, TrialResult
 from harness.spec import ServerSpec
-from sweep.study.candidates import Candidate, candidate_for, predicts_oom
-from sweep.study.driver import SearchDriver
-from sweep.study.objective import Objective
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.trial.candidates import Candidate, candidate_for, predicts_oom
+from sweep.study.trial.objective import Objective
 
 
 def server(steps=3, topk=1, draft=4, mem=0.88, hicache=0, **kw) -> ServerSpec:
@@ -113,7 +113,7 @@ def test_oom_is_a_constraint_violation_and_predicts_bigger_configs():
     assert frozen.state is TrialState.COMPLETE and frozen.constraints == {"oom": 1.0}
     assert driver.verdict(cand(mem=0.94)).action == "predicted_oom"  # its own group: direct
     # More draft tokens is another memory group: the OOM predicts it only indirectly, so it is
-    # launched once to check (sweep.study.feasibility); the check's own OOM is then direct.
+    # launched once to check (sweep.study.trial.feasibility); the check's own OOM is then direct.
     assert driver.verdict(cand(mem=0.94, steps=4, draft=5)).action == "recheck"
     assert driver.verdict(cand(mem=0.90)).action == "launch"
     t2 = s.ask()

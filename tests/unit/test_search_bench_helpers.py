@@ -15,7 +15,7 @@ from benchmarks._search_arms import effective_points, grid_for, objective_for
 from benchmarks._search_report import summarize_landscape
 from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, quantile
 from harness.sim.model import profiles
-from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace
 
 SPACE = SearchSpace.from_config(OmegaConf.load("conf/search/eagle3_five.yaml").space)
 

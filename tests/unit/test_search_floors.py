@@ -14,7 +14,7 @@ from benchmarks._search_arms import BY_NAME, cheapest_within, effective_points, 
 from benchmarks._search_landscape import SETUPS, Landscape, Oracle
 from benchmarks._search_report import summarize_landscape
 from benchmarks._search_sim import Simulation
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
 
 BASE = OmegaConf.to_container(OmegaConf.load("conf/search/eagle3_five.yaml"), resolve=True)
 SPACE = SearchSpace.from_config(OmegaConf.create(BASE["space"]))

@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.errors import ConfigError
-from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace
 
 SPACE = {
     STEPS: {"type": "int", "low": 1, "high": 5},

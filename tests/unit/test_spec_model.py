@@ -20,8 +20,8 @@ from sweep.study.model.observations import (
     run_noise,
 )
 from sweep.study.model.predict import Config, Predictor, Target, configurations, target_for
-from sweep.study.objective import Objective
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
+from sweep.study.trial.objective import Objective
 
 SPACE = SearchSpace.from_config(OmegaConf.load("conf/search/eagle3_five.yaml").space)
 # Conditional top-1 rates that are not geometric: a rise at depth 3, a cliff at 5

@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sweep.study.model import observations
 from sweep.study.model.observations import SCREENED, run_noise
 from sweep.study.model.predict import Config, Predictor, Target, configurations
-from sweep.study.space import STEPS, SearchSpace
+from sweep.study.search.space import STEPS, SearchSpace
 
 ATTEMPTS = 2  # a configuration is launched at most this often without a measurement
 

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from harness.sglang.speculative import draft_tree_capacity, forced_draft_tokens
-from sweep.study.memory import objective_levels
 from sweep.study.model.acceptance import AcceptanceModel, Measured
 from sweep.study.model.cost import CostModel, CostPoint, features
 from sweep.study.model.observations import UNKNOWN_NOISE, Observation
-from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.search.memory import objective_levels
+from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace
 
 SAMPLES = 256
 DRAFTER = "drafter"

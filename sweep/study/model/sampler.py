@@ -47,7 +47,7 @@ from optuna.trial import FrozenTrial
 from harness.sglang.speculative import forced_draft_tokens
 from sweep.study.model.knowledge import Knowledge
 from sweep.study.model.predict import Config, Target, target_for
-from sweep.study.space import DRAFT, STEPS, TOPK, Param, SearchSpace
+from sweep.study.search.space import DRAFT, STEPS, TOPK, Param, SearchSpace
 
 EXPLORE = 0.1  # the share of proposals drawn uniformly (search.sampler.explore)
 _SPEC = (STEPS, TOPK, DRAFT)

@@ -17,12 +17,12 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.results import Outcome, TrialResult
-from sweep.study.candidates import Candidate
 from sweep.study.model import stopping
 from sweep.study.model.knowledge import Knowledge
 from sweep.study.model.predict import Config, Target, target_for
 from sweep.study.model.sampler import model_sampler
-from sweep.study.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace
+from sweep.study.trial.candidates import Candidate
 
 _SPEC = (STEPS, TOPK, DRAFT)
 

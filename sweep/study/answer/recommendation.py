@@ -15,7 +15,7 @@ verify work and memory a step, less to lose where the drafter guesses badly), wi
 named. Where the answer is speculation, the one deployed must itself beat the baseline beyond
 its own paired interval: a cheaper tied configuration that does not is passed over for the next
 one that does (the best always does), and the line says why. Where the study measured several
-levels, each level's own answer (sweep.study.levels) is given beside the headline.
+levels, each level's own answer (sweep.study.answer.levels) is given beside the headline.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from harness.server.logs import NO_SPECULATION
 from sweep.readout.commands import specsweep
 from sweep.readout.ranking import Ranking
 from sweep.readout.verdict import against_baseline, best_of, ratio_interval
-from sweep.study import levels
+from sweep.study.answer import levels
 
 BASELINE = "baseline"
 CHEAPEST = "(fewest draft tokens, then steps, then topk)"  # the order of `cost`

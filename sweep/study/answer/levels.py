@@ -12,7 +12,7 @@ or, without pairs, its lower bound above the baseline's upper bound. Otherwise t
 Above SGLang's running-request cap with speculation (48, harness.sglang.speculative) the study's
 baseline runs that cap too by default (search.baseline_equal_caps), which no deployment without
 speculation does: SGLang sizes its limit from the KV pool. So where a study also measured the
-baseline at SGLang's own limit (`uncapped`: sweep.study.baseline, only when a level is above
+baseline at SGLang's own limit (`uncapped`: sweep.study.loop.baseline, only when a level is above
 the cap), a level above the equal cap is answered against it, the deployment's question ("is
 speculation worth turning on here?"), and the equal-cap comparison (the same queueing on both
 sides: "is a verify step faster than a decode step at the same batch?") stands beside it
@@ -33,7 +33,7 @@ from rich.table import Table
 from harness.record import labels
 from harness.record.results import Outcome, RunSummary, TrialResult
 from harness.record.stats import paired_ratio, summarize
-from sweep.study.objective import Objective
+from sweep.study.trial.objective import Objective
 
 OFF = "speculation off"
 
@@ -262,7 +262,8 @@ def table(
     rows: list[LevelRow], simulated: bool, slo: str = "", equal_cap: int | None = None
 ) -> Table:
     """The per-level answer on the console: one row per concurrency. `equal_cap`: the request
-    cap the baseline shared with the trials (sweep.study.caps), said where a level is above it."""
+    cap the baseline shared with the trials (sweep.study.answer.equal_caps), said where a
+    level is above it."""
     title = "Recommendation per level" + (" — SIMULATED" if simulated else "")
     metric = {r.metric for r in rows if r.concurrency > 1}
     notes = ["tok/s: per-user decode at 1, " + ("per-user" if metric == {"decode_tok_s"} else

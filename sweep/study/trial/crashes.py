@@ -2,11 +2,11 @@
 
 A crash or a timeout may be flaky (a port taken a moment, a slow disk, a kernel race), so one is
 not enough: the configuration gets its second chance. When the same candidate
-(`sweep.study.candidates`) fails a second time with the same signature, the failure is taken to
-be deterministic (SGLang refusing topk > 1 with an attention backend, a kernel that always
+(`sweep.study.trial.candidates`) fails a second time with the same signature, the failure is taken
+to be deterministic (SGLang refusing topk > 1 with an attention backend, a kernel that always
 faults for a shape): the second failure and every later proposal of the candidate are told to
 Optuna as infeasible (constraint `crash` > 0, like an OOM), and no proposal of it is launched
-again (`known_crash`, `sweep.study.driver`).
+again (`known_crash`, `sweep.study.loop.decisions`).
 
 The signature is the outcome plus the first line of the log that says why: the exception line of
 a traceback (`ValueError: ...`), else the first fatal line (`harness.server.logs`), else the

@@ -1,12 +1,12 @@
 """The decisions of a search, apart from Hydra and launching: what to skip, what to tell Optuna.
 
-A trial's candidate (`sweep.study.candidates`) is compared with what the study already knows:
+A trial's candidate (`sweep.study.trial.candidates`) is compared with what the study already knows:
 - the same candidate was measured (ok, oom, pruned) -> `duplicate`, not launched, same result;
 - it needs at least the memory of a candidate that ran out of it -> `predicted_oom`, not
-  launched (`sweep.study.feasibility`); when only another memory group's OOM says so, it is
+  launched (`sweep.study.trial.feasibility`); when only another memory group's OOM says so, it is
   launched once per group to check (`recheck`);
 - the same candidate crashed (or timed out) the same way twice -> `known_crash`, not launched
-  (`sweep.study.crashes`: one failure may be flaky and gets its second chance).
+  (`sweep.study.trial.crashes`: one failure may be flaky and gets its second chance).
 OOM and predicted-OOM trials are told to Optuna as constraint violations (`oom` > 0), so the
 sampler learns where memory runs out; a repeated failure and its known crashes likewise
 (`crash` > 0), so it learns where SGLang refuses or faults; a measured trial over a latency
@@ -28,13 +28,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.results import Outcome, TrialResult
 from harness.server.procs import pid_alive
-from sweep.study import crashes, storage
-from sweep.study.budget import gpu_hours
-from sweep.study.candidates import Candidate
-from sweep.study.feasibility import RECHECK_ATTR, Feasibility
+from sweep.study.loop import optuna_storage
+from sweep.study.loop.budget import gpu_hours
 from sweep.study.model.observations import ATTR as MODEL_ATTR
 from sweep.study.model.observations import SCREENED, observation_attrs
-from sweep.study.objective import Objective
+from sweep.study.trial import crashes
+from sweep.study.trial.candidates import Candidate
+from sweep.study.trial.feasibility import RECHECK_ATTR, Feasibility
+from sweep.study.trial.objective import Objective
 
 KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
 
@@ -117,7 +118,8 @@ class SearchDriver:
             "gpu_hours": gpu_hours(result, self.gpus_per_trial),
         }
         # What the server says it runs (its KV pool, its running cap): the memory policy reads
-        # the pool back from here (sweep.study.capacity), in the sweep and the benchmark alike.
+        # the pool back from here (sweep.study.trial.capacity), in the sweep and the
+        # benchmark alike.
         if result.effective:
             attrs["effective"] = result.effective
         if candidate is not None:
@@ -223,6 +225,6 @@ class SearchDriver:
             except (ValueError, RuntimeError):  # another worker failed it first
                 continue
             if retry is not None:
-                retry(self.study, storage.stored_trial(self.study, trial))
+                retry(self.study, optuna_storage.stored_trial(self.study, trial))
             failed.append(trial.number)
         return failed

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.study.objective import Objective
-from sweep.study.space import SearchSpace
+from sweep.study.search.space import SearchSpace
+from sweep.study.trial.objective import Objective
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class SweepPlan:
     # records it
     software: dict[str, str | None] = field(default_factory=dict)
     # The study's setup (sweep.config.setup_key.setup, the drafter and the held knobs included):
-    # what the study records and a later sweep must match (sweep.study.identity)
+    # what the study records and a later sweep must match (sweep.tracking.identity)
     setup: dict[str, Any] = field(default_factory=dict)
     # The searched knobs the command line holds for every server (sweep.config.study_name)
     pinned: dict[str, Any] = field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 One configuration keeps one record: the folder's result.json becomes the pooled one, its `runs`
 the first launch's and every relaunch's (their numbers never collide: a relaunch continues after
-the highest recorded one, sweep.study.resolve), the metrics computed from runs
+the highest recorded one, sweep.study.answer.unresolved), the metrics computed from runs
 (harness.measure.metrics.aggregate_metrics: tok_s and its interval, each level's rates, latency
 percentiles, accept length) recomputed over all of them, and `resolve` listing the relaunches
 pooled in. What no run gives (start-up, the KV pool and memory record, the lossless check,

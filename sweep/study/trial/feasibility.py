@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from optuna.trial import FrozenTrial
 
 from harness.record.results import Outcome
-from sweep.study.candidates import Candidate, predicts_oom
+from sweep.study.trial.candidates import Candidate, predicts_oom
 
 STARTED = (Outcome.OK, Outcome.PRUNED)  # the server came up at this fraction
 RECHECK_ATTR = "recheck_of"  # set on a trial launched to check an indirect predicted OOM

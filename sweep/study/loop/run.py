@@ -35,19 +35,21 @@ from sweep.readout.banner import runs_line, software_notice, workload_line
 from sweep.readout.commands import rerun_command
 from sweep.readout.console import console
 from sweep.readout.verdict import no_recommendation
-from sweep.study import history, memory, opening, priors, storage
-from sweep.study.baseline import Baseline, needs_uncapped
-from sweep.study.driver import SearchDriver
-from sweep.study.history import study_results
+from sweep.study.answer import all_sweeps
+from sweep.study.answer.all_sweeps import study_results
+from sweep.study.answer.summary import SweepOutcome, finish
+from sweep.study.loop import opening, optuna_storage
+from sweep.study.loop.baseline import Baseline, needs_uncapped
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.loop.optuna_storage import redact_url
+from sweep.study.loop.plan import SweepPlan
+from sweep.study.loop.resolve_rounds import ResolvePhase
+from sweep.study.loop.session import StudySession
+from sweep.study.loop.trials import TrialLoop, trials_to_run
 from sweep.study.model import transfer
 from sweep.study.model.sampler import model_sampler
-from sweep.study.plan import SweepPlan
-from sweep.study.records import MEASURED
-from sweep.study.resolve_phase import ResolvePhase
-from sweep.study.session import StudySession
-from sweep.study.storage import redact_url
-from sweep.study.summary import SweepOutcome, finish
-from sweep.study.trials import TrialLoop, trials_to_run
+from sweep.study.search import memory, priors
+from sweep.study.trial.unlaunched import MEASURED
 from sweep.tracking import view
 from sweep.tracking.provenance import software_changes
 
@@ -101,7 +103,7 @@ def resume_line(arguments: tuple[str, ...]) -> str:
 def leave(arguments: tuple[str, ...], moment: str, search, study: optuna.Study | None = None):
     """A Ctrl-C outside the measured part (opening the stores, a second one while closing):
     nothing runs any more; say so, and how to go on, without a traceback."""
-    spent = history.launches_spent(study) if study is not None else None
+    spent = all_sweeps.launches_spent(study) if study is not None else None
     console.print(f"\n[bold]{no_recommendation(moment, spent, search)}[/bold]", soft_wrap=True)
     console.print(resume_line(arguments), soft_wrap=True)
     raise SystemExit(130)
@@ -321,7 +323,7 @@ class StudyRun:
         line = transfer.start_from_earlier(
             sampler,
             study,
-            storage.other_studies(study),
+            optuna_storage.other_studies(study),
             self.plan.setup_key,
             OmegaConf.select(self.cfg, "drafter.path"),
         )
@@ -331,7 +333,7 @@ class StudyRun:
     def _trials_line(self, study: optuna.Study) -> str:
         search = self.cfg.search
         budget = search.get("budget_gpu_hours")
-        spent_now = history.launches_spent(study)
+        spent_now = all_sweeps.launches_spent(study)
         had = f" (the study has {_trials(spent_now)})" if spent_now else ""
         if budget is not None:
             return f"trials until the study has spent {budget:g} GPU-hours{had}"

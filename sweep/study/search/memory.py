@@ -8,8 +8,8 @@ capacity can move the objective: where the KV pool binds at the highest level th
 reads. `search.memory`:
 
 - `auto` (the default): `pin` when the objective reads only concurrency 1; over a load profile,
-  decided per study from the servers that started (`sweep.study.capacity`): `pin` while none has
-  started (the reference is what starts first) and while every started server's reported KV pool
+  decided per study from the servers that started (`sweep.study.trial.capacity`): `pin` while none
+  has started (the reference is what starts first) and while every started server's reported KV pool
   (`max_total_num_tokens`) holds, with a margin, what the highest level keeps in flight; `ceiling`
   from the first one whose pool does not (there a larger pool admits more requests at once). A
   measured reason: on the PCIe box the pool holds 116k tokens at 0.85 against ~40k with 48
@@ -18,9 +18,9 @@ reads. `search.memory`:
   cannot be judged, and auto is `ceiling` over a load profile, as before.
 - `pin`: the fraction is held at a known-feasible value, the one the study's first started trial
   ran with (else the enqueued prior's, else the first trial's, else the lower quarter of the
-  range), moved only where the group's learned boundary (`sweep.study.feasibility`) says it would
-  not start; HiCache is held at its smallest choice (off). The sampler's budget all goes to the
-  speculative parameters.
+  range), moved only where the group's learned boundary (`sweep.study.trial.feasibility`) says it
+  would not start; HiCache is held at its smallest choice (off). The sampler's budget all goes to
+  the speculative parameters.
 - `ceiling`: HiCache is sampled like any other parameter; the fraction is proposed near the
   trial's group's OOM boundary, bisecting between its largest start and its smallest GPU OOM (a
   group without evidence of its own starts from the other groups'), and, once the bracket is
@@ -32,8 +32,8 @@ reads. `search.memory`:
 While no trial has started, the reference is moved below every GPU OOM the study has seen,
 bisecting the grid between the KV-pool floor and the smallest OOM: on a card where the configured
 fraction does not start, the next launch goes halfway down rather than one step, and the priors
-(`sweep.study.priors`, which enqueue their fraction as the PRIOR_FRACTION user attribute, not as
-a fixed parameter the sampler never sees) are not spent at a fraction known to fail: a prior
+(`sweep.study.search.priors`, which enqueue their fraction as the PRIOR_FRACTION user attribute,
+not as a fixed parameter the sampler never sees) are not spent at a fraction known to fail: a prior
 runs at its fraction unless a GPU OOM at or below it is known, else at the reference.
 
 The wrapped sampler never models the fraction (it is left out of its relative search space, as
@@ -54,10 +54,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.labels import DRAFT, STEPS, TOPK
 from sweep.config.fraction import FRACTION
-from sweep.study import capacity
-from sweep.study.candidates import Candidate
-from sweep.study.capacity import Demand
-from sweep.study.feasibility import STARTED, Boundary, Feasibility, group_of
+from sweep.study.trial import capacity
+from sweep.study.trial.candidates import Candidate
+from sweep.study.trial.capacity import Demand
+from sweep.study.trial.feasibility import STARTED, Boundary, Feasibility, group_of
 
 HICACHE = "hicache_size"
 PRIOR_FRACTION = f"prior.{FRACTION}"  # an enqueued prior's fraction, as a user attribute

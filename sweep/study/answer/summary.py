@@ -23,14 +23,14 @@ from sweep.readout.banner import prompt_reuse
 from sweep.readout.console import console, summary_table
 from sweep.readout.ranking import for_objective
 from sweep.readout.verdict import best_of, no_recommendation, summary_lines, wall_time_line
-from sweep.study import deploy, levels, pooling
-from sweep.study.artifacts import sweep_artifacts
-from sweep.study.caps import cap_of, caps, caps_line
-from sweep.study.deployed import deployed_baseline, deployed_line
-from sweep.study.history import launches_spent
-from sweep.study.objective import Objective, infeasible
-from sweep.study.records import MEASURED, NOT_LAUNCHED
-from sweep.study.signals import HeldInterrupts
+from sweep.study.answer import levels, pooling, recommendation
+from sweep.study.answer.all_sweeps import launches_spent
+from sweep.study.answer.equal_caps import cap_of, caps, caps_line
+from sweep.study.answer.no_speculation import deployed_baseline, deployed_line
+from sweep.study.answer.parent_run import sweep_artifacts
+from sweep.study.answer.signals import HeldInterrupts
+from sweep.study.trial.objective import Objective, infeasible
+from sweep.study.trial.unlaunched import MEASURED, NOT_LAUNCHED
 from sweep.tracking.runs import Tracker
 from sweep.tracking.where import where_things_are
 
@@ -40,22 +40,23 @@ class SweepOutcome:
     """What a sweep did, for its summary."""
 
     status: str  # FINISHED | FAILED | KILLED
-    results: list[TrialResult]  # the whole study's trials (sweep.study.history), every sweep
+    # the whole study's trials (sweep.study.answer.all_sweeps), every sweep
+    results: list[TrialResult]
     baseline: TrialResult | None
     recheck: TrialResult | None
     total_s: float  # the whole sweep's wall time
     trials_wall_s: float | None
     slots: int
     # The baseline at SGLang's own running-request limit, measured only when a level is above
-    # the equal cap (sweep.study.baseline.needs_uncapped); the levels above it compare with it.
+    # the equal cap (sweep.study.loop.baseline.needs_uncapped); the levels above it compare with it.
     uncapped: TrialResult | None = None
     # This sweep's own trials, and the baselines it measured rather than reused: its wall time
     # is theirs. None: the results are all this sweep's (a caller without a study).
     this_sweep: list[TrialResult] | None = None
     measured_here: list[TrialResult] | None = None
     unreadable: list[str] = field(default_factory=list)  # trials whose folder is elsewhere
-    # The resolve phase (sweep.study.resolve_phase): this sweep's relaunches (their wall time is
-    # this sweep's) and its report (the verdict's state, what the study's rounds spent, and the
+    # The resolve phase (sweep.study.loop.resolve_rounds): this sweep's relaunches (their wall time
+    # is this sweep's) and its report (the verdict's state, what the study's rounds spent, and the
     # line that says what settles an unresolved verdict).
     relaunches: list[TrialResult] = field(default_factory=list)
     resolve: dict | None = None
@@ -138,7 +139,7 @@ def write_summary(
     per_level: list[levels.LevelRow] | None = None,
     objective: Objective | None = None,
     compared: comparisons.Comparisons | None = None,
-    decision: deploy.Decision | None = None,
+    decision: recommendation.Decision | None = None,
     reuse: dict[str, dict[str, int]] | None = None,
     no_answer: str | None = None,
 ) -> None:
@@ -152,19 +153,20 @@ def write_summary(
         "baseline": done.baseline.to_dict() if done.baseline else None,
         "baseline_recheck": done.recheck.to_dict() if done.recheck else None,
         "baseline_uncapped": done.uncapped.to_dict() if done.uncapped else None,
-        # {"baseline", "trials", "equal"}: the servers' max_running_requests (sweep.study.caps)
+        # {"baseline", "trials", "equal"}: the servers' max_running_requests
+        # (sweep.study.answer.equal_caps)
         "max_running_requests": caps(done.results, done.baseline),
         "metrics": metrics,
         "speedups": speedups(done),
         # Without a baseline: each trial against search.reference, and the one-knob pairs
         # (sweep.readout.comparisons), run for run
         "comparisons": compared.as_dict() if compared is not None else None,
-        # The load profile and latency limits the study ranked by (sweep.study.objective)
+        # The load profile and latency limits the study ranked by (sweep.study.trial.objective)
         "objective_detail": objective_detail(objective) if objective else None,
-        # The recommendation per concurrency level (sweep.study.levels)
+        # The recommendation per concurrency level (sweep.study.answer.levels)
         "levels": levels.as_dict(per_level or []),
-        # The study's one answer (sweep.study.deploy): what the console's Deploy line, the
-        # report's headline, the parent run's tags and sweep.reproduce's default say
+        # The study's one answer (sweep.study.answer.recommendation): what the console's Deploy
+        # line, the report's headline, the parent run's tags and sweep.reproduce's default say
         # (or, where the sweep has none, `deploy: null` and the line that says why)
         "deploy": decision.as_dict()
         if decision is not None
@@ -172,7 +174,7 @@ def write_summary(
         # Levels whose runs could not all have their own prompts (sweep.readout.banner)
         "prompt_reuse": reuse or {},
         # The resolve phase: whether the answer is settled, the rounds the study spent on it
-        # (sweep.study.resolve_phase), and what settles it where it is not
+        # (sweep.study.loop.resolve_rounds), and what settles it where it is not
         "resolve": _plain_resolve(done.resolve),
         "trials": [r.to_dict() for r in done.results],
     }
@@ -187,7 +189,7 @@ def study_prompt_reuse(cfg: DictConfig) -> dict[str, dict[str, int]]:
 def _plain_resolve(report: dict | None) -> dict | None:
     if report is None:
         return None
-    return {**report, "line": deploy.plain(report["line"]) if report.get("line") else None}
+    return {**report, "line": recommendation.plain(report["line"]) if report.get("line") else None}
 
 
 def resolve_tags(report: dict | None) -> dict[str, str]:
@@ -240,7 +242,7 @@ def finish(
                 done.results, dict(cfg.search.get("reference") or {}), cfg.search.space, ranking
             )
         # The answer compares with the baseline a deployment runs at each level
-        # (sweep.study.deployed)
+        # (sweep.study.answer.no_speculation)
         judged = deployed_baseline(done.baseline, done.uncapped)
         table = summary_table(
             done.results,
@@ -289,7 +291,7 @@ def finish(
                 f"Infeasible (over the latency limits {objective.slo_text()}; never ranked best): "
                 + ", ".join(sorted(over))
             )
-        decision = deploy.decide(
+        decision = recommendation.decide(
             done.results,
             judged,
             ranking,
@@ -300,7 +302,9 @@ def finish(
         )
         if decision.tied_with:  # the Best line carries its caveat itself
             lines = [
-                f"{line}; {deploy.tie_text(decision.tied_with)}" if "Best:" in line else line
+                f"{line}; {recommendation.tie_text(decision.tied_with)}"
+                if "Best:" in line
+                else line
                 for line in lines
             ]
         baselines = (
@@ -334,7 +338,7 @@ def finish(
         artifacts = []
         if report:
             artifacts = sweep_artifacts(cfg, study, objective, study_dir, summary, rows)
-        tags = {**deploy.tags(decision), **resolve_tags(done.resolve)}
+        tags = {**recommendation.tags(decision), **resolve_tags(done.resolve)}
         if not answered:
             tags = {"specsweep.deploy": "", "specsweep.deploy_line": unanswered()}
         artifacts = [summary, *artifacts]

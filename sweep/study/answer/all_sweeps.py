@@ -18,7 +18,7 @@ from pathlib import Path
 import optuna
 
 from harness.record.results import Outcome, TrialResult
-from sweep.study.records import NOT_LAUNCHED
+from sweep.study.trial.unlaunched import NOT_LAUNCHED
 
 _TOLD = (
     optuna.trial.TrialState.COMPLETE,

@@ -1,7 +1,7 @@
 """A trial's candidate (the launch as SGLang will run it) and the rule that predicts an OOM.
 
 Before a trial is launched its candidate, after SGLang's own adjustments, is compared with what
-the study already knows (`sweep.study.driver`). A candidate needs at least the memory of one
+the study already knows (`sweep.study.loop.decisions`). A candidate needs at least the memory of one
 that ran out of it, so it is not launched, when the OOM was:
 - a GPU OOM (activations/CUDA graphs did not fit): it repeats with the same or higher
   mem_fraction_static and the same or more draft tokens and CUDA-graph batch;

@@ -14,9 +14,9 @@ from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
 from sweep.readout.console import ConsoleReporter, expected_startup
 from sweep.readout.ranking import for_objective
-from sweep.study.claims import Claims
-from sweep.study.driver import SearchDriver
-from sweep.study.plan import SweepPlan
+from sweep.study.loop.claims import Claims
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.loop.plan import SweepPlan
 from sweep.tracking.runs import Tracker
 
 CLAIM_POLL_S = 0.5  # how often a worker waiting for another's evaluation looks again

@@ -1,7 +1,7 @@
 """What a sweep's parent run carries besides its summary: the per-level table, Optuna's parameter
 importances and the report's figures, so the answer is one click from MLflow's runs list.
 
-- levels-<time>.json: the recommendation per level (sweep.study.levels), next to the summary;
+- levels-<time>.json: the recommendation per level (sweep.study.answer.levels), next to the summary;
 - importances.json: Optuna's parameter importances (fANOVA, optuna.importance: needs no other
   package) per objective, over the measured trials that meet every constraint only (an OOM
   told 0 tok/s would make mem_fraction_static look decisive); the report shows it;
@@ -24,8 +24,8 @@ from optuna.trial import TrialState
 
 from harness.record.layout import ResultsLayout
 from harness.record.results import Outcome
-from sweep.study import levels
-from sweep.study.objective import Objective
+from sweep.study.answer import levels
+from sweep.study.trial.objective import Objective
 
 log = logging.getLogger(__name__)
 IMPORTANCES = "importances.json"

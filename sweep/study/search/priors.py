@@ -11,7 +11,7 @@ Where the memory policy chooses the fraction (`search.memory` other than `sample
 `mem_fraction_static` is enqueued as a user attribute (`memory.PRIOR_FRACTION`), not as a fixed
 parameter: Optuna hands a fixed parameter to the trial without asking the sampler, so a prior
 would launch at its configured fraction even after that fraction ran out of GPU memory on this
-box. The memory sampler runs it there unless the study knows it fails (`sweep.study.memory`).
+box. The memory sampler runs it there unless the study knows it fails (`sweep.study.search.memory`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import optuna
 
 from sweep.config.fraction import FRACTION
-from sweep.study.memory import PRIOR_FRACTION, objective_levels, resolve_mode
+from sweep.study.search.memory import PRIOR_FRACTION, objective_levels, resolve_mode
 
 
 def first_trials(search: Any, objective) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ reset `SPEC_MAX_RUNNING_REQUESTS` when speculation is on and no cap is set), eac
 prompt, its output and the draft tokens being verified. Where the pool holds that with room, a
 larger fraction changes nothing at that level: the scheduler never waits for KV and never retracts
 a request, so the fraction decides only whether the server starts. Where it does not, a larger
-pool admits more requests at once and the fraction is worth searching (`sweep.study.memory`).
+pool admits more requests at once and the fraction is worth searching (`sweep.study.search.memory`).
 
 The lengths are what the benchmark asks for (`Demand`): `benchmark.max_tokens` output tokens (an
 upper bound for answers that end at their natural length; exact with ignore_eos), and the
@@ -40,8 +40,8 @@ from harness.errors import ConfigError
 from harness.workload import load_prompts
 from harness.workload.record import estimated_tokens
 from sweep.config.workload import workload_choice
-from sweep.study.candidates import Candidate
-from sweep.study.feasibility import STARTED
+from sweep.study.trial.candidates import Candidate
+from sweep.study.trial.feasibility import STARTED
 
 POOL = "max_total_num_tokens"  # SGLang's name for the KV pool's size, in tokens
 PROMPT_MARGIN = 1.5  # the prompt's share of the need, over its characters / 4 estimate

@@ -5,7 +5,7 @@ duplicate or predicted OOM is recorded, not launched; a candidate another worker
 waited for) -> launch with an early-stop bound -> log to MLflow -> tell Optuna -> release the
 claim. One loop takes trials until `search.n_trials` servers were started (proposals that launch
 nothing are not counted), or, with
-`search.budget_gpu_hours`, until the study has spent it (`sweep.study.budget`); with GPU slots
+`search.budget_gpu_hours`, until the study has spent it (`sweep.study.loop.budget`); with GPU slots
 one loop runs per slot, side by side, each asking for its own trials.
 """
 
@@ -24,15 +24,16 @@ from harness.record.results import Outcome, TrialResult
 from harness.server.process import stop_all
 from sweep.config.specs import build_trial_spec
 from sweep.readout.console import console
-from sweep.study import records, storage
-from sweep.study.baseline import Baseline
-from sweep.study.budget import MAX_IDLE_PROPOSALS, Budget, spent
-from sweep.study.candidates import Candidate, candidate_for
-from sweep.study.driver import SearchDriver, Verdict
-from sweep.study.history import launches_spent, queued_again
+from sweep.study.answer.all_sweeps import launches_spent, queued_again
+from sweep.study.loop import optuna_storage
+from sweep.study.loop.baseline import Baseline
+from sweep.study.loop.budget import MAX_IDLE_PROPOSALS, Budget, spent
+from sweep.study.loop.decisions import SearchDriver, Verdict
+from sweep.study.loop.session import CLAIM_POLL_S, StudySession
 from sweep.study.model.observations import SCREENED
 from sweep.study.model.watch import Forecast, ModelWatch
-from sweep.study.session import CLAIM_POLL_S, StudySession
+from sweep.study.trial import unlaunched
+from sweep.study.trial.candidates import Candidate, candidate_for
 
 MAX_CONSECUTIVE_ERRORS = 3
 
@@ -61,7 +62,7 @@ class TrialLoop:
         self._proposals: dict[int, int] = {}  # start number -> proposals made for it
         self.budget = Budget(session.cfg.search.get("budget_gpu_hours"))
         # Server starts this sweep makes: n_trials, less what the study spent before it when
-        # n_trials is the study's total (search.n_trials_scope; sweep.study.history).
+        # n_trials is the study's total (search.n_trials_scope; sweep.study.answer.all_sweeps).
         self.spent_before, self.target = trials_to_run(session.cfg.search, session.study)
         # The model beside each measurement, and its stopping rule under search.sampler=model
         stop = bool(session.cfg.search.sampler.get("stop", True))
@@ -121,7 +122,7 @@ class TrialLoop:
             result = self._trial(label, eta)
             with self._lock:
                 budget.note(result)
-                if result.outcome in records.NOT_LAUNCHED:
+                if result.outcome in unlaunched.NOT_LAUNCHED:
                     self._starts -= 1
                 else:
                     self._walls = [*walls, time.monotonic() - started]
@@ -173,9 +174,10 @@ class TrialLoop:
         # One ask at a time in this worker: sqlite has no SELECT ... FOR UPDATE, so two threads
         # could both pop the same queued trial (PostgreSQL locks the row across workers).
         with self._ask_lock:
-            storage.fail_stale(study)  # a dead worker's trials: failed and queued again for us
+            # a dead worker's trials: failed and queued again for us
+            optuna_storage.fail_stale(study)
             trial = study.ask()
-        with storage.heartbeat(study, trial):
+        with optuna_storage.heartbeat(study, trial):
             return self._run_trial(trial, label, eta)
 
     def _run_trial(self, trial: optuna.Trial, label: str, eta: float | None):
@@ -185,7 +187,7 @@ class TrialLoop:
         values = space.suggest(trial)
         name = f"trial_{trial.number:04d}"
         folder = session.study_dir / name
-        retried = storage.retried_from(session.study, trial)
+        retried = optuna_storage.retried_from(session.study, trial)
         note = f"  [dim](retry of trial_{retried:04d})[/dim]" if retried is not None else ""
         session.header(label, name, space.describe(values) + note, eta)
         overrides = [
@@ -227,14 +229,16 @@ class TrialLoop:
                     result.write(Path(result.folder))
             else:
                 assert source is not None
-                result = records.known_result(folder, job_cfg, spec.params, verdict.action, source)
+                result = unlaunched.known_result(
+                    folder, job_cfg, spec.params, verdict.action, source
+                )
         except ConfigError as exc:
             engine = str(session.cfg.engine.name)
-            result = records.invalid_result(folder, job_cfg, engine, dict(values), str(exc))
+            result = unlaunched.invalid_result(folder, job_cfg, engine, dict(values), str(exc))
         except BaseException:
             trial.set_user_attr("outcome", str(Outcome.INTERRUPTED))
             session.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            storage.queue_again(session.study, trial)
+            optuna_storage.queue_again(session.study, trial)
             if claimed:
                 session.claims.release(claimed)
             self._record_interrupted(folder)
@@ -252,7 +256,8 @@ class TrialLoop:
         if (line := self.watch.line(forecast, result)) is not None:
             console.print(f"    [dim]{line}[/dim]", soft_wrap=True)
         if result.outcome is Outcome.INTERRUPTED:
-            storage.queue_again(session.study, trial)  # for the next worker, or this one resumed
+            # for the next worker, or this one resumed
+            optuna_storage.queue_again(session.study, trial)
             raise KeyboardInterrupt("the sweep was stopped")
         return result
 
@@ -286,7 +291,7 @@ class TrialLoop:
 
     def _record_interrupted(self, folder) -> None:
         """The trial folder says what was measured before the interruption; MLflow gets it too."""
-        result = records.interrupted_result(folder)
+        result = unlaunched.interrupted_result(folder)
         if result is None:
             return
         self.session.keep(result)

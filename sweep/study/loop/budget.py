@@ -16,7 +16,7 @@ import math
 from optuna.trial import FrozenTrial
 
 from harness.record.results import TrialResult
-from sweep.study.records import NOT_LAUNCHED
+from sweep.study.trial.unlaunched import NOT_LAUNCHED
 
 # With a budget, the sweep also stops after this many proposals in a row that launched nothing
 # (the sampler keeps proposing what the study knows: the space is exhausted for it).

@@ -1,7 +1,7 @@
 """When the study's verdict is unresolved, and what a round of the resolve phase launches.
 
-The Deploy line (sweep.study.deploy) rests on the best trial's paired 95% interval against the
-baseline and on the runner-ups whose 95% intervals overlap the best's. The verdict is
+The Deploy line (sweep.study.answer.recommendation) rests on the best trial's paired 95% interval
+against the baseline and on the runner-ups whose 95% intervals overlap the best's. The verdict is
 unresolved when
 - the best's interval against the baseline includes 1x (neither faster nor slower beyond it):
   "speculation off" then says only that these runs cannot tell; or
@@ -10,7 +10,7 @@ unresolved when
 A best slower than the baseline beyond its interval is resolved (speculation off, whichever of
 the tied trials is best).
 
-A round (sweep.study.resolve_phase runs it) relaunches the contenders: the best, its tied
+A round (sweep.study.loop.resolve_rounds runs it) relaunches the contenders: the best, its tied
 runner-ups fastest first (`search.resolve.max_contenders` trials in all) and the baseline, whose
 runs with the same prompts the pairing needs. Each measures `search.resolve.runs` more runs,
 numbered after the highest run number any of them recorded, so run r of every side sends the same
@@ -31,7 +31,7 @@ from harness.record.results import Outcome, TrialResult
 from sweep.readout.commands import rerun_command
 from sweep.readout.ranking import Ranking
 from sweep.readout.verdict import against_baseline, best_of, ratio_interval
-from sweep.study.deploy import tied
+from sweep.study.answer.recommendation import tied
 
 SUGGESTED_ROUNDS = 2  # what the console suggests where the phase is off
 

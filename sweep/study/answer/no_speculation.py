@@ -4,9 +4,9 @@
 With speculation SGLang runs at most 48 requests at once; without it, as many as the KV pool
 admits. At a level above that cap the study's own baseline (given the trials' cap, so that both
 servers queue the same requests) measures a server no deployment runs, and the per-level answer
-already compares with the baseline at SGLang's own limit there (sweep.study.levels). An answer
-that aggregates the levels (a weighted load profile, or throughput at such a level) must do the
-same, or it says "deploy" where every level above the cap says "off" (H200, weighted over
+already compares with the baseline at SGLang's own limit there (sweep.study.answer.levels). An
+answer that aggregates the levels (a weighted load profile, or throughput at such a level) must do
+the same, or it says "deploy" where every level above the cap says "off" (H200, weighted over
 1/8/32/64: 1.11x against the equal-cap baseline, about 0.99x against the deployed one, with
 0.88x at 64). This baseline is the study's own at and below the cap and the uncapped one above
 it: run r at every level sent the same prompts in both (harness.measure.prompt_plan depends only
@@ -19,11 +19,11 @@ import re
 from dataclasses import replace
 
 from harness.record.results import Outcome, TrialResult
-from sweep.study.caps import cap_of
+from sweep.study.answer.equal_caps import cap_of
 
 _LEVEL = re.compile(r"_c(\d+)(?:_ci95)?$")
 # Aggregates over the levels, derived again from the composite's per-level values
-# (sweep.study.objective.Objective.derived) instead of kept from one of the two servers.
+# (sweep.study.trial.objective.Objective.derived) instead of kept from one of the two servers.
 _AGGREGATES = ("weighted_throughput", "weighted_speed")
 
 

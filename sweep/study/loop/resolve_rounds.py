@@ -1,17 +1,17 @@
 """The resolve phase: after the trials, rounds of more runs on the contenders while the study's
 verdict is unresolved, until it resolves or its budget (`search.resolve`) ends.
 
-What a round launches is sweep.study.resolve's decision; here it is launched, one server at a
-time (the baseline first, then the contenders best first), each like any trial (GPU slot, port,
+What a round launches is sweep.study.answer.unresolved's decision; here it is launched, one server
+at a time (the baseline first, then the contenders best first), each like any trial (GPU slot, port,
 pid file) but numbered after the recorded runs and without the early-stop bound: pruning is the
 search's, not a measurement's. Each relaunch is pooled into its configuration's record as soon as
-it ends (sweep.study.pooling), so Ctrl-C keeps every finished relaunch pooled and the interrupted
-one's runs in its folder; MLflow follows at the end of the round (sweep.tracking.pooled). The
-study keeps the account of its rounds in the user attribute `resolve.<setup key>` (round,
-contenders, run numbers, each launch, status, wall time, GPU-hours): a resume reads it, so the
-budget is the study's and a finished round is never run again (an interrupted one does not
-count against it). One worker of several resolves: the last to finish its trials (while another
-worker's trial runs, its result may change the verdict), under a claim.
+it ends (sweep.study.answer.pooling), so Ctrl-C keeps every finished relaunch pooled and the
+interrupted one's runs in its folder; MLflow follows at the end of the round
+(sweep.tracking.pooled). The study keeps the account of its rounds in the user attribute
+`resolve.<setup key>` (round, contenders, run numbers, each launch, status, wall time, GPU-hours): a
+resume reads it, so the budget is the study's and a finished round is never run again (an
+interrupted one does not count against it). One worker of several resolves: the last to finish its
+trials (while another worker's trial runs, its result may change the verdict), under a claim.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from harness.workload import load_prompts
 from sweep.config.specs import build_benchmark_spec
 from sweep.readout.console import console, fmt_duration
 from sweep.readout.ranking import for_objective
-from sweep.study import pooling, resolve
-from sweep.study.baseline import Baseline
-from sweep.study.budget import gpu_hours
-from sweep.study.deployed import deployed_baseline, levels_above
-from sweep.study.history import study_results
-from sweep.study.objective import infeasible
-from sweep.study.session import StudySession
+from sweep.study.answer import pooling, unresolved
+from sweep.study.answer.all_sweeps import study_results
+from sweep.study.answer.no_speculation import deployed_baseline, levels_above
+from sweep.study.loop.baseline import Baseline
+from sweep.study.loop.budget import gpu_hours
+from sweep.study.loop.session import StudySession
+from sweep.study.trial.objective import infeasible
 from sweep.tracking import pooled as tracked
 
 CLAIM = "resolve"  # the claim one worker holds while it resolves the study's verdict
@@ -46,7 +46,7 @@ class ResolvePhase:
         self.session = session
         self.baseline = baseline
         self.uncapped = uncapped  # above the request cap, what the answer compares with
-        self.settings = resolve.Settings.from_config(session.cfg.search)
+        self.settings = unresolved.Settings.from_config(session.cfg.search)
         self.ranking = for_objective(session.plan.objective)
         self.attr = f"resolve.{session.plan.setup_key}"
         self.relaunches: list[TrialResult] = []  # this sweep's: its wall time counts them
@@ -80,9 +80,9 @@ class ResolvePhase:
     def results(self) -> list[TrialResult]:
         return study_results(self.session.study, list(self.session.results)).results
 
-    def plan(self) -> resolve.Plan:
+    def plan(self) -> unresolved.Plan:
         results = self.results()
-        return resolve.plan(
+        return unresolved.plan(
             results,
             self._judged(),
             self.ranking,
@@ -110,7 +110,7 @@ class ResolvePhase:
         }
 
     # -- the rounds ----------------------------------------------------------------------------
-    def _unresolved_line(self, now: resolve.Plan) -> str | None:
+    def _unresolved_line(self, now: unresolved.Plan) -> str | None:
         free = self.uncapped.result if self.uncapped is not None else None
         if not now.resolved and (above := levels_above(self.baseline.result, free)):
             return (
@@ -119,11 +119,11 @@ class ResolvePhase:
                 "compares with the uncapped baseline, which the resolve phase does not relaunch"
             )
         extra = int(self.spent()["extra_runs"])
-        return resolve.unresolved_line(now, self.settings, self.session.plan.arguments, extra)
+        return unresolved.unresolved_line(now, self.settings, self.session.plan.arguments, extra)
 
     def _judged(self) -> TrialResult | None:
-        """The baseline the Deploy line compares with (sweep.study.deployed), so the phase and
-        the answer agree on whether it is resolved."""
+        """The baseline the Deploy line compares with (sweep.study.answer.no_speculation), so the
+        phase and the answer agree on whether it is resolved."""
         free = self.uncapped.result if self.uncapped is not None else None
         return deployed_baseline(self.baseline.result, free)
 
@@ -175,13 +175,13 @@ class ResolvePhase:
         finally:
             claims.release(CLAIM)
 
-    def _round(self, now: resolve.Plan) -> None:
+    def _round(self, now: unresolved.Plan) -> None:
         chosen = now.round
         assert chosen is not None and now.state.why is not None
         number = max((r.get("round", 0) for r in self.rounds()), default=0) + 1
         shown = now.rounds_done + 1
         console.print(
-            resolve.round_line(chosen, shown, self.settings, now.state.why), soft_wrap=True
+            unresolved.round_line(chosen, shown, self.settings, now.state.why), soft_wrap=True
         )
         record: dict[str, Any] = {
             "round": number,
@@ -217,7 +217,7 @@ class ResolvePhase:
     def _relaunch(
         self,
         name: str,
-        chosen: resolve.Round,
+        chosen: unresolved.Round,
         numbers: tuple[int, int],  # the study's round (its folder), the budget's (shown)
         entry: dict[str, Any],
         pooled: list[tuple[TrialResult, list[RunSummary], Path]],
@@ -309,7 +309,7 @@ class ResolvePhase:
 
     def _values(self, record: TrialResult) -> dict[str, Any] | None:
         """The searched values the trial was launched with: its Optuna parameters, with what
-        SGLang's rules derived in their place (sweep.study.space)."""
+        SGLang's rules derived in their place (sweep.study.search.space)."""
         frozen = next(
             (t for t in self.session.study.get_trials(deepcopy=False) if t.number == record.number),
             None,

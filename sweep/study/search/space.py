@@ -149,7 +149,7 @@ class SearchSpace:
                 if values[DRAFT] != sampled:
                     trial.set_user_attr(f"derived.{DRAFT}", values[DRAFT])
         # The memory fraction last: which fraction fits depends on everything else
-        # (sweep.study.memory proposes it from the draft tokens and HiCache size chosen).
+        # (sweep.study.search.memory proposes it from the draft tokens and HiCache size chosen).
         for name in sorted(self.params, key=lambda n: n == "mem_fraction_static"):
             if name not in values:
                 values[name] = self.params[name].suggest(trial)

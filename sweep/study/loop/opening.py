@@ -20,20 +20,21 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from harness.record.layout import ResultsLayout
 from sweep.readout.console import console
-from sweep.study import capacity, memory
-from sweep.study.claims import Claims
-from sweep.study.driver import SearchDriver
-from sweep.study.model.sampler import EXPLORE, ModelSampler, model_refusal
-from sweep.study.objective import Objective
-from sweep.study.plan import SweepPlan
-from sweep.study.space import SearchSpace, space_hash
-from sweep.study.storage import (
+from sweep.study.loop.claims import Claims
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.loop.optuna_storage import (
     grace_period,
     open_storage,
     redact_url,
     stale_callback,
     storage_url,
 )
+from sweep.study.loop.plan import SweepPlan
+from sweep.study.model.sampler import EXPLORE, ModelSampler, model_refusal
+from sweep.study.search import memory
+from sweep.study.search.space import SearchSpace, space_hash
+from sweep.study.trial import capacity
+from sweep.study.trial.objective import Objective
 from sweep.tracking import identity
 from sweep.tracking.runs import Tracker, resolve_sqlite_uri
 
@@ -105,7 +106,7 @@ def open_study(
     cfg: DictConfig, objective: Objective, plan: SweepPlan | None = None
 ) -> tuple[optuna.Study, str]:
     """The study (created or loaded) and its storage URL; refused where it measured another
-    setup than `plan`'s (sweep.study.identity) or optimises another objective."""
+    setup than `plan`'s (sweep.tracking.identity) or optimises another objective."""
     try:
         storage = open_storage(cfg)
         study = optuna.create_study(

@@ -10,7 +10,8 @@ With equal caps (search.baseline_equal_caps, the default) the baseline runs spec
 running requests, which no deployment without speculation does. When a level of
 benchmark.concurrency is above that cap (and max_running_requests is not set), a second
 baseline is measured once per setup at SGLang's own limit (`Baseline(session, uncapped=True)`,
-`needs_uncapped`): the per-level answers above the cap compare against it (sweep.study.levels).
+`needs_uncapped`): the per-level answers above the cap compare against it
+(sweep.study.answer.levels).
 No level above the cap: nothing more is measured.
 """
 
@@ -24,7 +25,7 @@ from harness.record.stats import objective_runs
 from harness.sglang.speculative import SPEC_MAX_RUNNING_REQUESTS
 from sweep.config.fraction import baseline_mem_fraction
 from sweep.readout.console import console
-from sweep.study.session import CLAIM_POLL_S, StudySession
+from sweep.study.loop.session import CLAIM_POLL_S, StudySession
 from sweep.tracking import identity
 
 _BASELINE_KEYS = ("drafter", "server.speculative_")
@@ -164,8 +165,8 @@ class Baseline:
         return overrides
 
     def pooled(self, result: TrialResult) -> None:
-        """Its runs pooled with a resolve relaunch's (sweep.study.pooling): the study's record
-        of it too, so a resume or another worker reuses the pooled baseline."""
+        """Its runs pooled with a resolve relaunch's (sweep.study.answer.pooling): the study's
+        record of it too, so a resume or another worker reuses the pooled baseline."""
         self.result = result
         self.session.study.set_user_attr(
             self.attr,
