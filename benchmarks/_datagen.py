@@ -17,7 +17,7 @@ WORDS = "the of and to in is that for it as with was on be by this are or an fro
 # usage, #running-req and #queue-req where the seeds give them. Gated: within 10% (tok/s), token
 # usage within 0.05, running within 30%, a queue. The 0.85 row is shown, not gated: its ~400 was
 # "seen before" by another measurement than the 600's, and SGLang's scheduling gives the 0.85 ->
-# 0.88 step ~1.15x at this load, not 1.5x (docs/simulator.md, Capacity).
+# 0.88 step ~1.15x at this load, not 1.5x (docs/simulator-model.md, Capacity).
 DATAGEN = [
     ("0.85, no HiCache", 0.85, 0, 400.0, None, None, False),
     ("0.88 + HiCache 48", 0.88, 48, 600.0, 0.94, 35, True),

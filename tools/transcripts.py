@@ -170,7 +170,7 @@ def resume_and_deploy(scratch: Path) -> str:
                 reproduce,
                 exported,
                 "Re-measures the answer and writes the launch command, the systemd unit and "
-                'deployment.json (docs/analysis.md, "Reproduce the answer").',
+                'deployment.json (docs/reproduce.md, "Reproduce the answer").',
             ),
         ]
     )

@@ -7,7 +7,7 @@ retractions, request lengths): the KV pool (`max_total_num_tokens`: the effectiv
 requests of the measured mean length the pool holds, and per level (`_c{C}`, unsuffixed at the
 highest level: where capacity decides) the window means and `kv_bound`.
 
-KV-bound (docs/benchmark.md, "Memory"): the pool, not the request cap or the GPU, limited the
+KV-bound (docs/memory.md, "Memory"): the pool, not the request cap or the GPU, limited the
 level: requests waited while the pool was nearly full (mean token usage >= KV_BOUND_USAGE) or
 while fewer ran than the request cap allows, or a request was retracted. Everything here is
 SGLang's own text (harness.server.logs cites each line's source).

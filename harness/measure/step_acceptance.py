@@ -7,7 +7,7 @@ every shorter chain's accept length, tau(s) = 1 + sum_{k<=s} P(>=k).
 A request's steps come from the server's own histogram where it sent one (`server_steps`:
 SGLang 0.5.23 spec_correct_drafts_histogram, every verify step by the drafts it accepted, whole),
 else from its stream's chunks (`count_steps`). The chunks rest on the stream's structure, read
-from SGLang 0.5.23's released source (docs/benchmark.md, "Acceptance by draft depth"), and each
+from SGLang 0.5.23's released source (docs/measurement.md, "Acceptance by draft depth"), and each
 assumption is checked here:
 
 - **One chunk, one verify step.** At --stream-interval 1 the scheduler sends a streaming

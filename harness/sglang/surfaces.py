@@ -60,7 +60,7 @@ PORTABLE_FLAGS = {"--enable-hicache": "--enable-hierarchical-cache"}
 # The log line after which a server has passed its warm-up request (both surfaces, §4).
 READY_LINE = "The server is fired up and ready to roll!"
 
-# /flush_cache (reference: docs/reliability.md "A flush that is known to have happened"). SGLang
+# /flush_cache (reference: docs/sglang-surface.md "A flush that is known to have happened"). SGLang
 # flushes only when the scheduler is fully idle (0.5.23 managers/scheduler.py `is_fully_idle`:
 # no running or waiting request, `last_batch` empty and, with the overlap scheduler, an empty
 # `result_queue`), else answers 400. 0.5.22 and 0.5.23 take `?timeout=SECONDS`

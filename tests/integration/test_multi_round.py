@@ -13,7 +13,7 @@ wall time at the default clock, and the machine's jitter decides (one run in fou
 HiCache against 0.10 s without). That an evicted prefix loads from the host faster than it is
 recomputed is checked on an instant clock in tests/sim/test_kv_pool.py
 (test_hicache_reloads_an_evicted_prefix_faster_than_recomputing_it); the preset's TTFT p99 is
-compared run for run by its sweep (docs/benchmark.md, "The capacity presets")."""
+compared run for run by its sweep (docs/memory.md, "The capacity presets")."""
 
 from __future__ import annotations
 

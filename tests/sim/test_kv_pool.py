@@ -1,4 +1,5 @@
-"""The simulated KV pool against SGLang 0.5.23's scheduling rules (docs/simulator.md, Capacity)."""
+"""The simulated KV pool against SGLang 0.5.23's scheduling rules (docs/simulator-model.md,
+Capacity)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ sglang.md (SGLang's memory formulas). Each constant says which it is:
 - "fitted: <figure>": solved so the model meets that figure, by benchmarks/_calibration.py
   (`python benchmarks/sim_calibration.py --fit` refits from the estimates; a unit test holds the
   shipped values to it). A fitted figure says nothing about the model's accuracy; the held-out
-  figures there do (docs/simulator.md, "Calibration: fit and held-out");
+  figures there do (docs/simulator-model.md, "Calibration: fit and held-out");
 - "estimate": arithmetic from public specs or a stated judgement, with a plausible range;
 - "rule": derived from other constants, the rule named;
 - "assumption": a deployment choice (host RAM, ...), not a property of the hardware.
@@ -116,7 +116,7 @@ H200_NVLINK = HardwareProfile(
     kernel_us_per_layer=23.1,  # rule: the H100's fitted value (same Hopper generation)
     # fitted: the cookbook's 9.22 ms TPOT; the terms above explain 5.8 ms of it. A residual, not
     # kernel time: it is charged once per target forward (decode or verify), which is what
-    # speculation amortises, so H200 verdicts lean on it (docs/simulator.md, Calibration).
+    # speculation amortises, so H200 verdicts lean on it (docs/simulator-model.md, Calibration).
     step_residual_ms=3.44,
     eager_us_per_layer=160.0,  # estimate
     host_step_ms=1.05,  # estimate, as the PCIe box
