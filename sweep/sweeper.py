@@ -209,7 +209,8 @@ class SpecsweepSweeperImpl(Sweeper):
         search_path = self.hydra_context.config_loader.get_search_path()
         assert self.jobs is not None
         self.jobs.retarget(snapshot.loader_for(search_path, conf))
-        console.print(f"[dim]configuration frozen for the study: {conf}[/dim]", soft_wrap=True)
+        if self.config.get("verbose"):  # the study's folder is in the banner; conf/ is under it
+            console.print(f"[dim]configuration frozen for the study: {conf}[/dim]", soft_wrap=True)
 
     def plan(self, arguments: list[str]) -> SweepPlan:
         """Everything that can fail before a server starts fails here, with its reason."""

@@ -238,11 +238,9 @@ class Server:
             headers=self.command.headers,
             verify=tls_context(),
         ) as client:
-            shown = -1
             while True:
                 self.raise_if_exited(during="start-up")
-                if self.on_startup is not None and self.startup.changes != shown:
-                    shown = self.startup.changes
+                if self.on_startup is not None:  # every poll: a phase that lasts is news too
                     self.on_startup(self.startup)
                 self._raise_if_stalled()
                 sent = time.monotonic()

@@ -24,7 +24,8 @@ from harness.trial import run_trial
 from sweep.adaptive.config_file import Measured, Study, level_metric
 from sweep.config.schema import SpecsweepConfig
 from sweep.config.specs import build_trial_spec
-from sweep.readout.console import ConsoleReporter, console
+from sweep.readout.console import console
+from sweep.readout.trial_lines import ConsoleReporter
 from sweep.tracking import provenance
 
 KINDS = ("static", "default adaptive", "measured adaptive")

@@ -308,6 +308,8 @@ class SpecsweepConfig:
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     preflight: bool = True  # check the machine, paths, ports and stores before a sweep starts
     report: bool = True  # write analysis.report at the sweep's close, its figures on the parent run
+    # every start-up phase, run and model prediction as a line of its own (else one per trial)
+    verbose: bool = False
 
 
 def register() -> None:

@@ -39,7 +39,8 @@ from sweep.config.study_name import (
 )
 from sweep.launch import single
 from sweep.paths import CONF
-from sweep.readout.console import ConsoleReporter, console
+from sweep.readout.console import console
+from sweep.readout.trial_lines import ConsoleReporter
 from sweep.tracking import provenance
 
 log = logging.getLogger(__name__)

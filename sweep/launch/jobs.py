@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from harness.errors import MachineNotReady
 from harness.record.results import Outcome, TrialResult
 from sweep.launch.app import run_job
-from sweep.readout.console import ConsoleReporter
+from sweep.readout.trial_lines import ConsoleReporter
 
 log = logging.getLogger(__name__)
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # conf/hydra/job_logging

@@ -33,11 +33,10 @@ def summary_lines(
         r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH)
         for r in results
     )
-    pruned = sum(r.outcome is Outcome.PRUNED for r in results)
-    if skipped or pruned:
+    if skipped:  # the trials stopped early or screened say so in the table's note column
         lines.append(
             f"\nServer starts saved: {skipped} (duplicates, predicted OOMs and known crashes "
-            f"not launched); {pruned} trial(s) stopped early."
+            "not launched)."
         )
     if base_ok:
         metrics["baseline_tok_s"] = baseline.metrics["tok_s"]  # type: ignore[union-attr]
@@ -55,7 +54,8 @@ def summary_lines(
     if cut and max(cut) > 0:
         lines.append(
             f"Outputs cut at max_tokens while still reasoning: {100 * sum(cut) / len(cut):.0f}% on "
-            "average (metric truncation_rate)."
+            "average (metric truncation_rate): those speeds are the thinking phase's; raise "
+            "benchmark.max_tokens to measure whole answers."
         )
     lines += kv_bound_lines(results)  # which configurations the KV pool limited
     if base_ok and recheck is not None and recheck.outcome is Outcome.OK:

@@ -37,7 +37,8 @@ from sweep.config.schema import register
 from sweep.config.specs import build_trial_spec
 from sweep.launch.memory_default import left_to_sglang
 from sweep.paths import CONF
-from sweep.readout.console import ConsoleReporter, console
+from sweep.readout.console import console
+from sweep.readout.trial_lines import ConsoleReporter
 from sweep.reproduce import options
 from sweep.reproduce.choose import pick_run, recorded_config, study_config
 from sweep.reproduce.deploy_form import LOOPBACK, SGLANG, DeployForm, Overrides, deploy_form

@@ -41,8 +41,7 @@ def where_things_are(
             soft_wrap=True,
         )
     # soft_wrap: paths and commands stay on one line, ready to copy.
-    console.print(f"\nTrial folders: {study_dir}", soft_wrap=True)
-    console.print(f"Summary:       {summary}", soft_wrap=True)
+    console.print(f"\nSummary:       {summary}", soft_wrap=True)  # in the study's folder
     if report is not None:  # the figures are on the MLflow parent run too (report/)
         console.print(f"Report:        {report}", soft_wrap=True)
     console.print(
@@ -62,9 +61,10 @@ def where_things_are(
         ui = specsweep("ui", "--results", str(cfg.tracking.dir))
         console.print(f"Open the UI:   {ui}   then {link}", soft_wrap=True)
     dashboard = f"{program('optuna-dashboard')} {shlex.quote(redact_url(storage_url))}"
-    console.print(
-        f"Optuna views:  {dashboard}   (history, importances, Pareto front; docs/analysis.md)",
-        soft_wrap=True,
-    )
+    if cfg.get("verbose"):  # docs/analysis.md names it; the UI line above is the everyday view
+        console.print(
+            f"Optuna views:  {dashboard}   (history, importances, Pareto front; docs/analysis.md)",
+            soft_wrap=True,
+        )
     if cfg.engine.name == "sim":
         console.print("[yellow]All numbers above are SIMULATED (engine=sim).[/yellow]")

@@ -42,7 +42,9 @@ def printed(out: str, pattern: str) -> str:
 def sweep(tmp_path_factory):
     tmp, port = tmp_path_factory.mktemp("results"), free_port()
     argv = Path(sys.executable).parent / "specsweep"
-    proc = shell(f"{argv} sweep tracking.dir={tmp} server.port={port} {' '.join(SMOKE)}")
+    # verbose: the Optuna dashboard's line as well
+    options = f"tracking.dir={tmp} server.port={port} verbose=true {' '.join(SMOKE)}"
+    proc = shell(f"{argv} sweep {options}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return tmp, port, proc.stdout
 

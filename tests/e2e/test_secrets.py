@@ -4,6 +4,7 @@ prints (trial folders, logs, MLflow's database and artifacts, Optuna, summary, e
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -43,7 +44,8 @@ def test_no_planted_secret_is_written_or_printed(tmp_path, monkeypatch):
         f"+hardware.env.DATABASE_URL='{DB_URL}'",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "→ ok" in proc.stdout  # the benchmark authenticated against the key-enforcing server
+    # the benchmark authenticated against the key-enforcing server
+    assert re.search(r"^\[baseline\]  speculation off  ok  ", proc.stdout, re.M)
     # Exported scripts: the configuration recomposed from its config.yaml, secrets from the
     # environment (as the operator's box provides them).
     monkeypatch.setenv("MY_SERVICE_KEY", SECRETS["MY_SERVICE_KEY"])

@@ -27,7 +27,7 @@ def edit_yaml(path, **values) -> None:
 
 def test_a_resume_composes_from_the_studys_snapshot_and_refuses_incomparable_edits(tmp_path):
     port = free_port()
-    first = sweep(tmp_path, port, *QUIET)
+    first = sweep(tmp_path, port, *QUIET, "verbose=true")
     assert first.returncode == 0, first.stdout + first.stderr
     frozen = tmp_path / "kimi-k25-eagle3" / "snapshot" / "conf"
     assert "configuration frozen for the study" in first.stdout

@@ -49,11 +49,12 @@ def test_each_run_records_the_clients_cpu_and_a_busy_client_is_warned(tmp_path, 
 
 def test_the_console_says_the_client_was_the_bottleneck():
     from sweep.readout import console as sweep_console
+    from sweep.readout.trial_lines import ConsoleReporter
 
     result = TrialResult(
         "t", "trial", Outcome.OK, "sim", True, 1.0, {}, runs=[run(0.93)], warnings=["client_bound"]
     )
     with sweep_console.console.capture() as captured:
-        sweep_console.ConsoleReporter(simulated=True).trial_done(result, None)
+        ConsoleReporter(simulated=True).trial_done(result, None)
     text = " ".join(captured.get().split())
     assert "benchmark client was busy 93% of a core" in text

@@ -108,6 +108,7 @@ def test_ctrl_c_in_the_middle_of_a_run_leaves_no_process(real_env, standin_calls
         "benchmark.warmup=0",
         "benchmark.max_tokens=256",  # a run long enough to be inside when Ctrl-C comes
         "report=false",
+        "verbose=true",  # its server's ready line and run 1's, which time the Ctrl-C
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     sweep = subprocess.Popen(

@@ -10,8 +10,9 @@ from harness.errors import ConfigError
 from harness.record.results import Outcome, RunSummary, TrialResult
 from harness.record.stats import paired_ratio
 from sweep.readout import comparisons
-from sweep.readout.console import console, summary_table
+from sweep.readout.console import console
 from sweep.readout.ranking import Ranking
+from sweep.readout.trials_table import summary_table
 
 LEVEL = Ranking(32)
 

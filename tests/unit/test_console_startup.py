@@ -4,7 +4,8 @@ and what the study's earlier starts lead to expect."""
 from __future__ import annotations
 
 from harness.server.startup import StartupTracker
-from sweep.readout.console import ConsoleReporter, console, expected_startup
+from sweep.readout.console import console, expected_startup
+from sweep.readout.trial_lines import ConsoleReporter
 
 
 class Clock:

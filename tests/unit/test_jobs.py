@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from harness.record.results import Outcome
 from sweep.launch.jobs import Jobs, override_value
-from sweep.readout.console import ConsoleReporter
+from sweep.readout.trial_lines import ConsoleReporter
 
 
 class Loader:

@@ -9,7 +9,8 @@ import optuna
 from omegaconf import OmegaConf
 
 from harness.record.results import Outcome, RunSummary, TrialResult
-from sweep.readout.console import console, summary_table
+from sweep.readout.console import console
+from sweep.readout.trials_table import summary_table
 from sweep.readout.verdict import summary_lines
 from sweep.study.answer import levels, parent_run
 from sweep.study.answer.summary import infeasible

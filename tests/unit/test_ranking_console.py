@@ -7,8 +7,10 @@ import pytest
 
 from harness.record.results import Outcome, RunSummary, TrialResult
 from sweep.readout import console as sweep_console
-from sweep.readout.console import ConsoleReporter, console, summary_table
+from sweep.readout.console import console
 from sweep.readout.ranking import SINGLE_STREAM, Ranking, for_objective
+from sweep.readout.trial_lines import ConsoleReporter
+from sweep.readout.trials_table import summary_table
 from sweep.study.trial.objective import Objective
 
 

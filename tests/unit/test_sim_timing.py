@@ -7,7 +7,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from harness.measure.sim_timing import SimulatorTiming
-from harness.record.results import Outcome, TrialResult
+from harness.record.results import Outcome, RunSummary, TrialResult
 from harness.sim.clock import Lag
 from sweep.preflight.load import check_load
 from sweep.readout.console import simulated_timing_line
@@ -63,7 +63,8 @@ def test_real_sglang_has_no_simulator_clock_and_gets_nothing():
     assert told.warnings() == [] and told.metrics()["sim_behind_share"] == 0.0
 
 
-def _result(warnings: list[str], metrics: dict[str, float]) -> TrialResult:
+def _result(warnings: list[str], metrics: dict[str, float], concurrency: int = 1) -> TrialResult:
+    runs = [RunSummary(1, concurrency, 3, 0, 6000, 80.0, 80.0, 80.0, 0.1, None, None)]
     return TrialResult(
         name="trial_0000",
         role="trial",
@@ -75,6 +76,7 @@ def _result(warnings: list[str], metrics: dict[str, float]) -> TrialResult:
         folder="/tmp/trial_0000",
         warnings=warnings,
         metrics=metrics,
+        runs=runs,
     )
 
 
@@ -107,19 +109,21 @@ def test_preflight_warns_before_a_simulated_sweep_on_an_overloaded_host():
 
 
 def test_the_closing_table_counts_the_trials_whose_timing_the_host_distorted():
+    """Only where it can move a number: several requests in flight meet the engine's batches on
+    the wall clock; at concurrency 1 every chunk is re-stamped on the simulator's clock."""
     from rich.console import Console
 
-    from sweep.readout.console import summary_table
+    from sweep.readout.trials_table import summary_table
 
-    behind = _result(
-        ["simulator_behind"], {"sim_behind_share": 0.12, "host_load_1m": 5.5, "host_cores": 2.0}
-    )
+    lag = {"sim_behind_share": 0.12, "host_load_1m": 5.5, "host_cores": 2.0}
+    behind = _result(["simulator_behind"], lag, concurrency=32)
+    single_stream = _result(["simulator_behind"], lag)
     fine = _result([], {"sim_behind_share": 0.01, "host_load_1m": 0.9, "host_cores": 2.0})
     out = Console(width=200, record=True)
-    out.print(summary_table([behind, fine], None, simulated=True))
+    out.print(summary_table([behind, single_stream, fine], None, simulated=True))
     text = " ".join(out.export_text().split())
     assert (
-        "SIMULATED timing distorted in 1 of 2 trials: the simulator trailed its clock by up to "
+        "SIMULATED timing distorted in 1 of 3 trials: the simulator trailed its clock by up to "
         "12% (host load up to 5.5 on 2 cores)"
     ) in text
     clean = Console(width=200, record=True)

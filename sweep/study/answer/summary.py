@@ -20,8 +20,9 @@ from harness.workload import load_prompts
 from sweep.config.specs import build_benchmark_spec
 from sweep.readout import comparisons
 from sweep.readout.banner import prompt_reuse
-from sweep.readout.console import console, summary_table
+from sweep.readout.console import console
 from sweep.readout.ranking import for_objective
+from sweep.readout.trials_table import summary_table
 from sweep.readout.verdict import best_of, no_recommendation, summary_lines, wall_time_line
 from sweep.study.answer import levels, pooling, recommendation
 from sweep.study.answer.all_sweeps import launches_spent

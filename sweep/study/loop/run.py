@@ -34,6 +34,7 @@ from sweep.launch.workers import shares_node
 from sweep.readout.banner import runs_line, software_notice, workload_line
 from sweep.readout.commands import rerun_command
 from sweep.readout.console import console
+from sweep.readout.trial_lines import SweepConsole
 from sweep.readout.verdict import no_recommendation
 from sweep.study.answer import all_sweeps
 from sweep.study.answer.all_sweeps import study_results
@@ -191,6 +192,7 @@ class StudyRun:
             parent_run_id=parent,
             study_dir=self.study_dir,
             pool=self.pool,
+            console=SweepConsole(verbose=bool(cfg.get("verbose", False))),
         )
 
     def _run(self, session: StudySession) -> list[TrialResult]:

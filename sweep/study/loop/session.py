@@ -12,8 +12,9 @@ from omegaconf import DictConfig
 from harness.record.results import Outcome, TrialResult
 from sweep.launch.jobs import Jobs
 from sweep.launch.slots import SlotPool
-from sweep.readout.console import ConsoleReporter, expected_startup
+from sweep.readout.console import expected_startup
 from sweep.readout.ranking import for_objective
+from sweep.readout.trial_lines import ConsoleReporter, Header, SweepConsole
 from sweep.study.loop.claims import Claims
 from sweep.study.loop.decisions import SearchDriver
 from sweep.study.loop.plan import SweepPlan
@@ -37,6 +38,9 @@ class StudySession:
     stopping: threading.Event = field(default_factory=threading.Event)  # Ctrl-C / SIGTERM
     results: list[TrialResult] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)  # results across slot threads
+    # the trial lines' shared state: verbose or one line per trial, warnings said, headers
+    console: SweepConsole = field(default_factory=SweepConsole)
+    _last_header: Header | None = None  # one trial at a time: the header its reporters read
     # This sweep's baseline start-ups (marks, ready wall s): no Optuna trial holds them.
     baseline_starts: list[tuple[list, float | None]] = field(default_factory=list)
 
@@ -52,7 +56,10 @@ class StudySession:
         """Trials side by side interleave their lines: then each line names its trial."""
         prefix = name if self.pool is not None else None
         ranking = for_objective(self.plan.objective)
-        return ConsoleReporter(self.simulated, prefix, ranking, self.expected_startup())
+        header = self.console.headers.get(name) or (self._last_header if prefix is None else None)
+        return ConsoleReporter(
+            self.simulated, prefix, ranking, self.expected_startup(), self.console, header
+        )
 
     def expected_startup(self) -> dict[str, float]:
         """When each start-up phase usually begins: from the study's earlier starts that got
@@ -68,7 +75,14 @@ class StudySession:
         return expected_startup(starts)
 
     def header(self, label: str, name: str, description: str, eta_s: float | None = None):
-        ConsoleReporter(self.simulated).trial_header(label, name, description, eta_s)
+        """Said before a trial starts (verbose, or redrawn in place on a terminal); its line at
+        the end starts with it."""
+        reporter = ConsoleReporter(self.simulated, sweep=self.console)
+        header = reporter.trial_header(label, name, description, eta_s)
+        with self.lock:
+            if name:
+                self.console.headers[name] = header
+            self._last_header = header
 
     def launch(self, overrides: list[str], name: str, folder: Path | None = None) -> TrialResult:
         """One job, here or in a GPU slot (its GPUs, port and pid file) beside other trials;

@@ -253,7 +253,8 @@ class TrialLoop:
         if claimed:
             session.claims.release(claimed)
         session.reporter(name).trial_done(result, self.baseline.result)
-        if (line := self.watch.line(forecast, result)) is not None:
+        line = self.watch.line(forecast, result)
+        if line is not None and (session.console.verbose or self.watch.missed(forecast, result)):
             console.print(f"    [dim]{line}[/dim]", soft_wrap=True)
         if result.outcome is Outcome.INTERRUPTED:
             # for the next worker, or this one resumed

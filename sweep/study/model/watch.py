@@ -86,6 +86,20 @@ class ModelWatch:
         proposal = sampler.proposals.get(trial.number) if sampler is not None else None
         return proposal is not None and proposal.screen
 
+    def measured(self, result: TrialResult) -> float | None:
+        metric = self.objective.metrics[0]
+        value = {**result.metrics, **self.objective.derived(result)}.get(metric)
+        return value if result.outcome in (Outcome.OK, Outcome.PRUNED) else None
+
+    def missed(self, forecast: Forecast | None, result: TrialResult) -> bool:
+        """The measurement fell outside the forecast's band: what the one-line console says."""
+        value = self.measured(result)
+        return (
+            forecast is not None
+            and value is not None
+            and not (forecast.low <= value <= forecast.high)
+        )
+
     def line(self, forecast: Forecast | None, result: TrialResult) -> str | None:
         if forecast is None:
             return None
@@ -98,9 +112,7 @@ class ModelWatch:
         if f.reason:
             why = f"; screened: {f.why_screened}" if f.why_screened else ""
             text = f"{text} (proposed: {_REASONS.get(f.reason, f.reason)}{why})"
-        metric = self.objective.metrics[0]
-        value = {**result.metrics, **self.objective.derived(result)}.get(metric)
-        if result.outcome in (Outcome.OK, Outcome.PRUNED) and value is not None:
+        if (value := self.measured(result)) is not None:
             inside = "inside" if f.low <= value <= f.high else "outside the band"
             runs = " (stopped early)" if result.outcome is Outcome.PRUNED else ""
             text += f"; measured {value:.1f}{runs}, {inside}"
