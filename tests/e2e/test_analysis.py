@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 matplotlib.use("Agg")
 
-from analysis.figures import FIGURES, draw
+from analysis.figures import FIGURES, draw, why_not
 from analysis.load import load_runs
 from analysis.report import write_report
 from harness.record.precision import meaningful
@@ -149,14 +150,16 @@ def test_report_works_with_the_mlflow_store_deleted(study, tmp_path):
 
 def test_report_writes_figures_and_html(study):
     results, _, uri = study
-    index = write_report(load_runs(STUDY, uri), results / "reports" / STUDY, uri)
+    df = load_runs(STUDY, uri)
+    index = write_report(df, results / "reports" / STUDY, uri)
     page = index.read_text()
     assert "<table" in page and "trial_0000" in page and "SIMULATED" in page
     for name in FIGURES:  # drawn, or its line where it would be
         png = index.parent / f"{name}.png"
-        assert (png.stat().st_size > 10_000 and f'src="{name}.png"' in page) or (
-            not png.exists() and "Left out: " in page
-        )
+        if png.exists():
+            assert png.stat().st_size > 10_000 and f'src="{name}.png"' in page
+        else:
+            assert f"Left out: {html.escape(why_not(name, df))}." in page
 
 
 @pytest.mark.parametrize("notebook", ["speed_vs_baseline", "parameter_effects"])
