@@ -109,7 +109,11 @@ def curves(df: pd.DataFrame, column: str) -> int:
 
 def accept_by_position(df: pd.DataFrame) -> str | None:
     if curves(df, "accept_by_window") == 0:
-        return "no trial recorded acceptance by output position (no speculation)"
+        return (
+            "no trial recorded acceptance by output position (it needs a stream chunk per "
+            "verify step: a study without speculation, or server.stream_interval above 1, "
+            "or chunks the client merged)"
+        )
     return None
 
 

@@ -56,4 +56,6 @@ def test_the_best_configurations_acceptance_curves_are_plotted(tmp_path):
 def test_without_curves_there_is_no_figure_and_the_report_says_why(tmp_path):
     df = frame(tmp_path, [(90.0, [])])
     assert accept_by_position(df) is None
-    assert "no speculation" in why_not("accept_by_position", df)
+    assert "without speculation, or server.stream_interval above 1" in why_not(
+        "accept_by_position", df
+    )
