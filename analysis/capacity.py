@@ -1,26 +1,18 @@
 """The capacity figures (docs/analysis.md): what the KV pool and HiCache did for throughput, from
 the memory each trial recorded (harness.measure.memory: `kv_pool_tokens`, `cache_hit_rate`,
-`kv_bound` and `output_tok_s_c{C}` at the load). `available(df)` lists those the study has the data
-for; a study that never recorded memory (or measured no level above 1) gets neither."""
+`kv_bound` and `output_tok_s_c{C}` at the load). Each returns None where the study has nothing
+to show (analysis.absent: no level above 1, no memory recorded, one pool or one HiCache size)."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.frame import OK, concurrency_levels, trials
+from analysis import absent, notes
+from analysis.frame import OK, load_level, trials
 from analysis.plots import LABELS, title
-
-
-def load_level(df: pd.DataFrame) -> int | None:
-    """The load the capacity figures read: the highest level above 1 (where the pool decides;
-    the trial's unsuffixed memory metrics are of the same level)."""
-    levels = [c for c in concurrency_levels(df) if c > 1]
-    return levels[-1] if levels else None
 
 
 def _ok(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
@@ -37,9 +29,11 @@ def _hicache(rows: pd.DataFrame) -> pd.Series:
     return rows["hicache_size"].fillna(0).astype(int)
 
 
-def throughput_vs_kv_capacity(df: pd.DataFrame) -> Figure:
+def throughput_vs_kv_capacity(df: pd.DataFrame) -> Figure | None:
     """x: the KV pool (max_total_num_tokens), y: output tok/s at the load with its 95% interval;
     colour: HiCache size; filled: KV-bound at that load; labels: mem_fraction_static."""
+    if absent.throughput_vs_kv_capacity(df):
+        return None
     level = load_level(df)
     y = f"output_tok_s_c{level}"
     rows = _ok(df, "kv_pool_tokens", y)
@@ -81,12 +75,12 @@ def throughput_vs_kv_capacity(df: pd.DataFrame) -> Figure:
                     fontsize=7,
                     color="tab:gray",
                 )
-    failed = trials(df)["outcome"].isin(["oom", "predicted_oom"]).sum()
+    failed = notes.out_of_memory(trials(df))
     if failed:
         ax.text(
             0.99,
             0.02,
-            f"{failed} trial(s) ran out of memory: no pool to plot",
+            failed,
             transform=ax.transAxes,
             ha="right",
             fontsize=8,
@@ -104,9 +98,11 @@ def throughput_vs_kv_capacity(df: pd.DataFrame) -> Figure:
     return fig
 
 
-def cache_hit_rate_vs_hicache(df: pd.DataFrame) -> Figure:
+def cache_hit_rate_vs_hicache(df: pd.DataFrame) -> Figure | None:
     """x: hicache_size, y: the prefix cache hit rate at the load (the #cached-token share of
     prefill; each trial jittered, coloured by mem_fraction_static) and the mean per size."""
+    if absent.cache_hit_rate_vs_hicache(df):
+        return None
     level = load_level(df)
     hits = f"cache_hit_rate_c{level}"
     rows = _ok(df, hits)
@@ -149,14 +145,3 @@ def cache_hit_rate_vs_hicache(df: pd.DataFrame) -> Figure:
     ax.set_title(title(df, "Cache hit rate vs HiCache size"))
     fig.tight_layout()
     return fig
-
-
-def available(df: pd.DataFrame) -> dict[str, Callable[[pd.DataFrame], Figure]]:
-    """The capacity figures this study has data for."""
-    out: dict[str, Callable[[pd.DataFrame], Figure]] = {}
-    level = load_level(df)
-    if level is not None and not _ok(df, "kv_pool_tokens", f"output_tok_s_c{level}").empty:
-        out["throughput_vs_kv_capacity"] = throughput_vs_kv_capacity
-    if level is not None and not _ok(df, f"cache_hit_rate_c{level}").empty:
-        out["cache_hit_rate_vs_hicache"] = cache_hit_rate_vs_hicache
-    return out

@@ -95,3 +95,16 @@ def concurrency_levels(df: pd.DataFrame) -> list[int]:
         if c.startswith("output_tok_s_c") and not c.endswith("_ci95")
     }
     return sorted(levels)
+
+
+def held_at(rows: pd.DataFrame, name: str) -> float | None:
+    """The one value every row ran `name` at (a knob the search held still), else None."""
+    values = rows[name].dropna().unique() if name in rows else []
+    return float(values[0]) if len(values) == 1 else None
+
+
+def load_level(df: pd.DataFrame) -> int | None:
+    """The load the capacity figures read: the highest level above 1 (where the pool decides;
+    the trial's unsuffixed memory metrics are of the same level)."""
+    levels = [c for c in concurrency_levels(df) if c > 1]
+    return levels[-1] if levels else None

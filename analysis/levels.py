@@ -1,12 +1,13 @@
-"""The answer per concurrency in the report: the speedup-vs-concurrency figure, the sweep's
-per-level table (levels-<time>.json) and Optuna's parameter importances (importances.json), both
-written by the sweep into its study folder (sweep.study.answer.parent_run).
+"""The answer per concurrency in the report: the speedup-vs-concurrency figure, and reading the
+sweep's per-level table (levels-<time>.json) and its answer (summary-<time>.json) from the study
+folder (sweep.study.answer.parent_run; analysis.tables shows them).
 
 The figure: at each level, each leading configuration's speed over the baseline's on the level's
 metric (per-user decode tok/s at 1, output tok/s above, as sweep.study.answer.levels ranks), the
 baseline at 1.0. The leading configurations are the fastest trial at each level (at most
 `top`). Error bars: the ratio's 95% interval from the two means' own intervals (unpaired; the
-table's intervals are the paired ones).
+table's intervals are the paired ones, and the figure's note says which is narrower where both
+are known: `df.attrs["levels"]`, the table's rows, set by the report).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis import absent, notes
 from analysis.frame import baseline, concurrency_levels, level_baseline, measured
 
 
@@ -41,16 +43,18 @@ def leaders(df: pd.DataFrame, levels: list[int], top: int = 4) -> list[pd.Series
     return found[:top]
 
 
-def speedup_vs_concurrency(df: pd.DataFrame, top: int = 4) -> Figure:
-    from analysis.plots import title  # plots registers this figure: imported late
+def speedup_vs_concurrency(df: pd.DataFrame, top: int = 4) -> Figure | None:
+    """None without a baseline or with fewer than two levels (absent.speedup_vs_concurrency)."""
+    from analysis.plots import title  # plots' title helper; plots imports nothing of this
 
+    if absent.speedup_vs_concurrency(df):
+        return None
     levels = concurrency_levels(df)
     fig, ax = plt.subplots(figsize=(8, 5))
     base = baseline(df)
     ax.axhline(1.0, color="tab:gray", linestyle="--", label="baseline (no speculation) = 1.0")
-    if base is None or not levels:
-        ax.text(0.5, 0.5, "no baseline measured", transform=ax.transAxes, ha="center")
-    else:
+    widths: dict[tuple[str, int], float] = {}  # (trial, level) -> the bar's full width
+    if base is not None:
         x = np.arange(len(levels))
         lines = leaders(df, levels, top)
         for k, row in enumerate(lines):
@@ -65,6 +69,7 @@ def speedup_vs_concurrency(df: pd.DataFrame, top: int = 4) -> Figure:
                 )
                 ratios.append(ratio)
                 errors.append(ratio * rel if not pd.isna(ratio) else np.nan)
+                widths[(row["name"], c)] = 2 * errors[-1]
             ax.errorbar(
                 x + 0.06 * (k - (len(lines) - 1) / 2),  # side by side: the bars stay apart
                 ratios,
@@ -74,28 +79,29 @@ def speedup_vs_concurrency(df: pd.DataFrame, top: int = 4) -> Figure:
                 label=f"{row['name']} {row['config']}",
             )
         ax.set_xticks(x, [str(c) for c in levels])
-        bottom = max(ax.get_ylim()[0], 0.0)
-        ax.set_ylim(bottom=bottom)
-        ax.axhspan(bottom, 1.0, color="tab:red", alpha=0.06)
-        ax.text(0.01, 0.02, "below 1.0: speculation loses", transform=ax.transAxes,
-                fontsize=8, color="tab:red")  # fmt: skip
-        # The bars come from each mean's own interval; the per-level table pairs run r of both
-        # (same prompts), which cancels the prompts' spread: its interval is the narrower one.
-        note = "bars: 95%, unpaired (the per-level table's paired interval is tighter)"
+        bottom, top_ = ax.get_ylim()
+        bottom = max(min(bottom, 1.0 - 0.05 * (top_ - bottom)), 0.0)  # 1.0 and room below it
+        ax.set_ylim(bottom=bottom, top=max(top_, 1.0 + 0.05 * (top_ - bottom)))
+        if bottom < 1.0:  # the region the label names is on the axis
+            ax.axhspan(bottom, 1.0, color="tab:red", alpha=0.06)
+            ax.text(0.01, 0.02, "below 1.0: speculation loses", transform=ax.transAxes,
+                    fontsize=8, color="tab:red")  # fmt: skip
+        # Which interval is narrower depends on the runs (analysis.notes.interval_note).
+        note = notes.interval_note(widths, df.attrs.get("levels") or [])
         above = [c for c in levels if level_baseline(df, c)["name"] != base["name"]]
         if above:
             note += (
                 f"\nat {', '.join(map(str, above))}: vs the baseline without a request cap "
                 "(as the table)"
             )
-        ax.text(0.01, 0.98, note,
-                transform=ax.transAxes, fontsize=7, color="tab:gray", va="top")  # fmt: skip
+    # Under the axes, where no bar or line can run through it.
+    fig.text(0.01, 0.01, note, fontsize=7, color="tab:gray", va="bottom")
     ax.set_xlabel("concurrency (requests in flight)")
     ax.set_ylabel("speed / baseline (1 in flight: per-user; above: output tok/s)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
     ax.set_title(title(df, "Speedup vs concurrency"))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.03 * (note.count("\n") + 2), 1, 1))
     return fig
 
 
@@ -128,41 +134,3 @@ def latest_deploy(folders: list[Path]) -> str | None:
         if decision.get("line"):
             return decision["line"].splitlines()[0]
     return None
-
-
-def levels_table(rows: list[dict]) -> pd.DataFrame:
-    out = []
-    for row in rows:
-        best = row.get("best") or {}
-        low, high = best.get("low"), best.get("high")
-        speedup = best.get("speedup")
-        out.append(
-            {
-                "concurrency": row["concurrency"],
-                "metric": row["metric"],
-                "baseline": row.get("baseline"),
-                "best": f"{best.get('trial', '-')} {best.get('config', '')}".strip(),
-                "value": best.get("value"),
-                "ci95": best.get("ci95"),
-                "speedup": speedup,
-                "speedup 95%": f"[{low:.2f}, {high:.2f}]" if low is not None else "-",
-                "deploy": row["recommend"],
-                # which baseline: "equal_caps" (the trials' cap) or "uncapped" (SGLang's own
-                # limit, above the cap); the equal-cap speedup beside an uncapped answer
-                "baseline kind": row.get("baseline_kind", "equal_caps"),
-                "speedup equal caps": (row.get("equal_caps") or {}).get("speedup"),
-                "over limits": ", ".join(row.get("excluded") or []) or "-",
-            }
-        )
-    return pd.DataFrame(out).round(3)
-
-
-def importances(folders: list[Path]) -> pd.DataFrame:
-    """Optuna's parameter importances (fANOVA), one column per objective; a parameter
-    the study held still is not in it (sweep.study.answer.parent_run); a missing value stays so."""
-    for folder in folders:
-        path = folder / "importances.json"
-        if path.is_file():
-            data = json.loads(path.read_text())
-            return pd.DataFrame(data).round(3).rename_axis("parameter")
-    return pd.DataFrame()

@@ -1,5 +1,6 @@
 """Figures from the frame of `analysis.load.load_runs`. Each returns a matplotlib Figure whose
-title names the study and the engine (and says SIMULATED when it was)."""
+title names the study and the engine (and says SIMULATED when it was), or None where it has
+nothing to show (analysis.absent says why: the report prints that line instead)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
-from analysis import objective
+from analysis import absent, notes, objective
 from analysis.frame import (
-    NUMERIC,
     baseline,
     concurrency_levels,
     measured,
     trials,
     uncapped_baseline,
 )
-from harness.record.results import AT_LEAST
 
 TOK_S = objective.SINGLE_STREAM.label
 FAIL_STYLE = {
@@ -66,7 +64,9 @@ def _baseline_band(ax, df: pd.DataFrame, horizontal: bool = True) -> float | Non
     return value
 
 
-def speed_vs_baseline(df: pd.DataFrame, top: int = 10) -> Figure:
+def speed_vs_baseline(df: pd.DataFrame, top: int = 10) -> Figure | None:
+    if absent.speed_vs_baseline(df):
+        return None
     rank = objective.of(df)
     best = ranked(df)
     best = best[best["outcome"] == "ok"].head(top)
@@ -110,12 +110,12 @@ def speed_vs_baseline(df: pd.DataFrame, top: int = 10) -> Figure:
 
 
 def accept_vs_speed(df: pd.DataFrame) -> Figure | None:
-    """None where no trial measured an accept length (a study without speculation)."""
+    """None where fewer than two trials measured an accept length (absent.accept_vs_speed)."""
+    if absent.accept_vs_speed(df):
+        return None
     rank = objective.of(df)
     rows = ranked(df)
-    rows = rows[rows["accept_len"].notna()] if "accept_len" in rows else rows.iloc[0:0]
-    if rows.empty:
-        return None
+    rows = rows[rows["accept_len"].notna()]
     fig, ax = plt.subplots(figsize=(8, 5.5))
     markers = {1: "o", 2: "s", 4: "^"}
     scatter = None
@@ -143,21 +143,15 @@ def accept_vs_speed(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def held_at(rows: pd.DataFrame, name: str) -> float | None:
-    """The one value every trial ran `name` at (a knob the search held still), else None."""
-    values = rows[name].dropna().unique() if name in rows else []
-    return float(values[0]) if len(values) == 1 else None
-
-
 def parameter_effects(df: pd.DataFrame) -> Figure | None:
-    """One panel per knob any trial set; a study without speculation (the capacity presets) has
-    no speculative knob to draw, so its panels are the memory knobs alone, and the title says
-    why the others are missing."""
-    rows = trials(df)
-    shown = [name for name in NUMERIC if name in rows and not rows[name].isna().all()]
-    if not shown:  # no trial set a knob (none ran yet): nothing to draw
+    """One panel per knob the trials ran at two values or more: a knob held at one value would
+    be a single strip, so the title names it with its value instead, and names the knobs no trial
+    set (a study without speculation: the capacity presets). None where no knob varied."""
+    if absent.parameter_effects(df):
         return None
-    columns = min(3, len(shown) + 1)
+    rows = trials(df)
+    shown = absent.varied(rows)
+    columns = len(shown) + 1 if len(shown) < 4 else 3  # one row where the legend fits in it
     height = -(-(len(shown) + 1) // columns)  # the legend takes the last panel
     fig, grid = plt.subplots(
         height, columns, figsize=(4.4 * columns, 4 * height), sharey=True, squeeze=False
@@ -171,12 +165,6 @@ def parameter_effects(df: pd.DataFrame) -> Figure | None:
     for ax, name in zip(axes, shown, strict=True):
         # No jitter: a spread would invent values nobody ran. Trials on one point overlap.
         ax.scatter(ok[name], ok[rank.column], s=30, color="tab:blue", alpha=0.6, label="measured")
-        held = held_at(rows, name)
-        if held is not None:
-            ax.text(
-                0.5, 0.95, f"held at {held:g} in every trial (not searched)",
-                transform=ax.transAxes, ha="center", va="top", fontsize=8, color="0.3",
-            )  # fmt: skip
         for outcome, (marker, color, label) in FAIL_STYLE.items():
             failed = rows[rows["outcome"] == outcome]
             if not failed.empty:
@@ -200,24 +188,19 @@ def parameter_effects(df: pd.DataFrame) -> Figure | None:
                 labels.append(lab)
     legend_ax.axis("off")
     legend_ax.legend(handles, labels, loc="center", fontsize=9)
-    left_out = [name for name in NUMERIC if name not in shown]
-    why = f"\n({', '.join(left_out)}: no trial set them, no speculation)" if left_out else ""
+    said = [n for n in (notes.held_knobs(rows), notes.unset_knobs(rows)) if n]
+    why = "".join(f"\n({n})" for n in said)
     fig.suptitle(title(df, "Effect of each parameter (failures at the bottom)") + why)
     fig.tight_layout()
     return fig
 
 
-def oom_map(df: pd.DataFrame) -> Figure:
+def oom_map(df: pd.DataFrame) -> Figure | None:
+    """None where every trial ran one fraction and one HiCache size (a single dot)."""
+    if absent.oom_map(df):
+        return None
     rows = trials(df)
     fig, ax = plt.subplots(figsize=(8, 5))
-    held = [held_at(rows, k) for k in ("mem_fraction_static", "hicache_size")]
-    if None not in held:
-        ax.text(
-            0.5, 0.85,
-            f"every trial ran mem_fraction_static {held[0]:g} and hicache_size {held[1]:g}:\n"
-            "no memory to map (search.memory=auto holds them at concurrency 1)",
-            transform=ax.transAxes, ha="center", va="center", fontsize=10,
-        )  # fmt: skip
     styles = {
         "ok": ("o", "tab:green", "ok"),
         "pruned": ("o", "tab:olive", "ok (stopped early)"),
@@ -244,7 +227,10 @@ def oom_map(df: pd.DataFrame) -> Figure:
     return fig
 
 
-def throughput_vs_concurrency(df: pd.DataFrame, top: int = 3) -> Figure:
+def throughput_vs_concurrency(df: pd.DataFrame, top: int = 3) -> Figure | None:
+    """None with fewer than two levels (a curve of one point)."""
+    if absent.throughput_vs_concurrency(df):
+        return None
     levels = concurrency_levels(df)
     fig, ax = plt.subplots(figsize=(8, 5))
     # The study's baseline, the one at SGLang's own running-request limit where the study
@@ -268,22 +254,14 @@ def throughput_vs_concurrency(df: pd.DataFrame, top: int = 3) -> Figure:
     ax.set_ylabel("aggregate output throughput (tok/s)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
-    if len(levels) <= 1:
-        ax.text(
-            0.5,
-            0.04,
-            "one concurrency level measured: set benchmark.concurrency=[1,8,64]",
-            transform=ax.transAxes,
-            ha="center",
-            fontsize=9,
-            color="tab:gray",
-        )
     ax.set_title(title(df, "Throughput vs concurrency"))
     fig.tight_layout()
     return fig
 
 
-def history(df: pd.DataFrame) -> Figure:
+def history(df: pd.DataFrame) -> Figure | None:
+    if absent.history(df):
+        return None
     rank = objective.of(df)
     # A duplicate is not a measurement (its source's numbers): left out, not plotted twice.
     rows = trials(df)
@@ -320,80 +298,3 @@ def history(df: pd.DataFrame) -> Figure:
     ax.set_title(title(df, "Optimisation history"))
     fig.tight_layout()
     return fig
-
-
-def accept_by_position(df: pd.DataFrame, top: int = 3, window: int = 256) -> Figure | None:
-    """Accept length per `window` output tokens (result.json `accept_by_window`) for the best
-    configurations: EAGLE-3's acceptance falls with output position over long generations.
-    None where no trial recorded it (a study without speculation)."""
-    rows = [r for _, r in ranked(df).iterrows() if _curve(r)][:top]
-    if not rows:
-        return None
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for row in rows:
-        curve = _curve(row)
-        starts = [window * i for i in range(len(curve))]
-        ax.plot(starts, curve, marker="o", label=f"{row['name']} {row['config']}")
-    ax.legend(loc="best", fontsize=8)
-    ax.set_xlabel(f"output position (start of each {window}-token window)")
-    ax.set_ylabel("accept length (tokens per verify step)")
-    ax.grid(alpha=0.3)
-    ax.set_title(title(df, "Acceptance by output position"))
-    fig.tight_layout()
-    return fig
-
-
-def accept_at_least(df: pd.DataFrame, top: int = 6) -> Figure | None:
-    """P(>=k), the share of verify steps that yielded at least k + 1 tokens, by draft depth k for
-    the best configurations, a panel per level that recorded it (result.json `step_histograms`).
-    A chain's curve gives each shorter chain's accept length: 1 + the sum of its first s values.
-    None where no trial recorded one (no speculation, or every level refused)."""
-    rows, panels = ranked(df), {}
-    for level in sorted(int(c.removeprefix(AT_LEAST)) for c in df if str(c).startswith(AT_LEAST)):
-        best = [r for _, r in rows.iterrows() if _curve(r, f"{AT_LEAST}{level}")][:top]
-        panels.update({level: best} if best else {})
-    if not panels:
-        return None
-    fig, axes = plt.subplots(
-        1, len(panels), figsize=(1 + 5.5 * len(panels), 5), sharey=True, squeeze=False
-    )
-    for ax, (level, best) in zip(axes.flat, panels.items(), strict=True):
-        for row in best:
-            values, steps = _curve(row, f"{AT_LEAST}{level}"), row.get(f"accept_steps_c{level}")
-            counted = f", {steps:.0f} steps" if steps == steps and steps is not None else ""  # NaN
-            label = f"{row['name']} {row['config']}: τ {1 + sum(values):.2f}{counted}"
-            ax.plot(range(1, len(values) + 1), values, marker="o", label=label)
-        ax.set(xlabel="draft depth k", ylim=(0, 1.02), title=f"{level} in flight")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(loc="lower left", fontsize=7)
-        ax.grid(alpha=0.3)
-    axes.flat[0].set_ylabel("P(>=k): share of verify steps with >= k + 1 tokens")
-    fig.suptitle(title(df, "Acceptance by draft depth"))
-    fig.tight_layout()
-    return fig
-
-
-def _curve(row: pd.Series, column: str = "accept_by_window") -> list[float]:
-    value = row.get(column)
-    return [float(v) for v in value] if isinstance(value, list | tuple) and value else []
-
-
-# Why a figure is left out of a report: it returned None, having no data (sentence in the report).
-WITHOUT_DATA = {
-    "parameter_effects": "no trial set a searched knob yet",
-    "accept_vs_speed": "no trial measured an accept length (no speculation in this study)",
-    "accept_by_position": "no trial recorded acceptance by output position (no speculation)",
-    "accept_at_least": "no trial recorded P(>=k) (no speculation, or each level refused: "
-    "result.json step_histograms says why)",
-}
-
-FIGURES = {
-    "speed_vs_baseline": speed_vs_baseline,
-    "accept_vs_speed": accept_vs_speed,
-    "parameter_effects": parameter_effects,
-    "oom_map": oom_map,
-    "throughput_vs_concurrency": throughput_vs_concurrency,
-    "accept_by_position": accept_by_position,
-    "accept_at_least": accept_at_least,
-    "history": history,
-}

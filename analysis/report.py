@@ -20,34 +20,15 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis import levels, objective
-from analysis.capacity import available as capacity_figures
+from analysis import levels, objective, tables, words
+from analysis.figures import FIGURES, TITLES
 from analysis.frame import baseline, measured, trials
 from analysis.load import SOURCES, default_tracking_uri, experiments, load_runs
-from analysis.plots import FIGURES, WITHOUT_DATA, ranked, title
+from analysis.plots import ranked, title
 from analysis.requests import prompt_changes, requests_frame
 from harness.record.layout import ResultsLayout
 
-COLUMNS = [
-    "name",
-    "role",
-    "config",
-    "outcome",
-    "tok_s",
-    "tok_s_ci95",
-    "accept_len",
-    "speedup_vs_baseline",
-    "related",
-    "warning",
-]
 PROMPTS = 10  # rows of the per-prompt table
-
-
-def summary_table(df: pd.DataFrame) -> pd.DataFrame:
-    rows = df.copy()
-    rows["_order"] = rows["tok_s"].where(rows["outcome"].isin(["ok", "pruned"]), -1).fillna(-1)
-    rows = rows.sort_values(["role", "_order"], ascending=[True, False])
-    return rows[[c for c in COLUMNS if c in rows]].round(2)
 
 
 def write_report(
@@ -65,22 +46,11 @@ def write_report(
         return _nothing_yet(out_dir, origin, study_dirs or [])
     # Ranked and labelled by the study's objective, as its console was (analysis.objective).
     df = objective.apply(df, objective.latest_objective(study_dirs or []))
-    images = []
-    extra = {"speedup_vs_concurrency": levels.speedup_vs_concurrency, **capacity_figures(df)}
-    omitted = []
-    no_trial = measured(trials(df)).empty
-    for name, make in {**FIGURES, **extra}.items():  # capacity: where recorded
-        fig = None if no_trial else make(df)
-        if fig is None:  # no data for it: said in the report instead of an empty figure
-            why = "no trial measured yet" if no_trial else WITHOUT_DATA.get(name, "no data")
-            omitted.append(f"{name.replace('_', ' ')}: {why}")
-            (out_dir / f"{name}.png").unlink(missing_ok=True)  # not an earlier report's
-            continue
-        fig.savefig(out_dir / f"{name}.png", dpi=110)
-        plt.close(fig)
-        images.append(name)
-    table = summary_table(df)
-    table.to_csv(out_dir / "trials.csv", index=False)
+    # The per-level table's rows: the speedup figure's note compares its bars with them.
+    df.attrs["levels"] = levels.latest_levels(study_dirs or [])
+    figures = _figures(df, out_dir)
+    tables.trials_csv(df).to_csv(out_dir / "trials.csv", index=False)
+    table, table_said = tables.trials_table(df)
     rank = objective.of(df)
     base, best = baseline(df), ranked(df)
     best = best[best["outcome"] == "ok"].head(1)
@@ -107,16 +77,17 @@ def write_report(
             "model, not from hardware.</p>"
         )
     body.append(table.to_html(index=False, na_rep="-", classes="trials"))
-    body += _levels_section(study_dirs or [], out_dir)
+    body += _left_out(table_said)
+    body += _levels_section(study_dirs or [], out_dir, df)
     if requests is not None and not requests.empty:
         requests.to_parquet(out_dir / "requests.parquet", index=False)
         body += _prompt_section(requests, best, out_dir)
-    body += [f'<h2>{n.replace("_", " ")}</h2><img src="{n}.png" alt="{n}">' for n in images]
-    if omitted:
+    for name, why in figures:  # each where it belongs, or the line that says why it is not
+        body.append(f"<h2>{html.escape(TITLES[name])}</h2>")
         body.append(
-            "<p>Figures left out, having no data: "
-            + "; ".join(html.escape(o) for o in omitted)
-            + ".</p>"
+            f'<img src="{name}.png" alt="{html.escape(TITLES[name])}">'
+            if why is None
+            else f"<p class='left-out'>Left out: {html.escape(why)}.</p>"
         )
     page = (
         "<!doctype html><meta charset='utf-8'><title>" + heading + "</title><style>"
@@ -127,6 +98,28 @@ def write_report(
     index = out_dir / "index.html"
     index.write_text(page)
     return index
+
+
+def _figures(df: pd.DataFrame, out_dir: Path) -> list[tuple[str, str | None]]:
+    """Each figure written as PNG, with None; or left out, with the line why (analysis.absent)."""
+    no_trial = measured(trials(df)).empty
+    drawn = []
+    for name, (make, reason) in FIGURES.items():
+        why = "no trial measured yet" if no_trial else reason(df)
+        fig = None if why else make(df)
+        (out_dir / f"{name}.png").unlink(missing_ok=True)  # not an earlier report's
+        if fig is None:
+            drawn.append((name, why or "no data"))
+            continue
+        fig.savefig(out_dir / f"{name}.png", dpi=110)
+        plt.close(fig)
+        drawn.append((name, None))
+    return drawn
+
+
+def _left_out(lines: list[str]) -> list[str]:
+    """Columns or tables left out, a line each, where they would be."""
+    return [f"<p class='left-out'>Left out: {html.escape(line)}.</p>" for line in lines]
 
 
 def _nothing_yet(out_dir: Path, origin: str, study_dirs: list[Path]) -> Path:
@@ -148,25 +141,28 @@ def _nothing_yet(out_dir: Path, origin: str, study_dirs: list[Path]) -> Path:
     return index
 
 
-def _levels_section(study_dirs: list[Path], out_dir: Path) -> list[str]:
-    """The sweep's per-level recommendation and Optuna's parameter importances, when written."""
+def _levels_section(study_dirs: list[Path], out_dir: Path, df: pd.DataFrame) -> list[str]:
+    """The sweep's per-level recommendation and Optuna's parameter importances, when written;
+    a column or table with nothing to show is a line instead."""
     body = []
     rows = levels.latest_levels(study_dirs)
     if rows:
-        table = levels.levels_table(rows)
+        table, said = tables.levels_table(rows)
         table.to_csv(out_dir / "levels.csv", index=False)
         body += [
-            "<h2>recommendation per level (paired 95% speedup intervals; "
+            "<h2>Recommendation per level (paired 95% speedup intervals; "
             "speculation off where no configuration beats the baseline)</h2>",
             table.to_html(index=False, na_rep="-", classes="trials"),
+            *_left_out(said),
         ]
-    weights = levels.importances(study_dirs)
-    if not weights.empty:
-        weights.to_csv(out_dir / "importances.csv")
-        body += [
-            "<h2>parameter importances (Optuna, fANOVA; feasible measured trials)</h2>",
-            weights.to_html(na_rep="-", classes="trials"),
-        ]
+    (out_dir / "importances.csv").unlink(missing_ok=True)  # not an earlier report's
+    if study_dirs:
+        weights, said = tables.importances(study_dirs, df)
+        body.append("<h2>Parameter importances (Optuna's fANOVA, measured trials)</h2>")
+        if weights is not None:
+            weights.to_csv(out_dir / "importances.csv", index=False)
+            body.append(weights.to_html(index=False, na_rep="-", classes="trials"))
+        body += _left_out(said)
     return body
 
 
@@ -180,10 +176,11 @@ def _prompt_section(requests: pd.DataFrame, best: pd.DataFrame, out_dir: Path) -
     name = best.iloc[0]["name"]
     top = changes[changes["trial"] == name].head(PROMPTS).copy()
     top["change"] = (100 * top["change"]).map("{:+.1f}%".format)
+    top = top.round(1).rename(columns=words.PROMPT_COLUMNS)
     return [
-        f"<h2>prompts {html.escape(name)} helps or hurts most (decode tok/s vs the baseline "
+        f"<h2>Prompts {html.escape(name)} helps or hurts most (decode tok/s vs the baseline "
         "on the same prompt; every trial in prompts.csv)</h2>",
-        top.round(1).to_html(index=False, na_rep="-", classes="trials"),
+        top.to_html(index=False, na_rep="-", classes="trials"),
     ]
 
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -247,6 +248,17 @@ class TrialResult:
     @classmethod
     def read(cls, folder: Path) -> TrialResult:
         return cls.from_dict(json.loads((folder / "result.json").read_text()))
+
+
+def run_steps(runs: list[RunSummary]) -> list[tuple[str, float, int]]:
+    """(run.<name>_c<level>, value, run number) of each run's finite RUN_STEP_METRICS: each run
+    as a step, as MLflow logs them (sweep.tracking.runs, sweep.tracking.pooled)."""
+    return [
+        (f"run.{name}_c{r.concurrency}", float(value), r.run)
+        for r in runs
+        for name in RUN_STEP_METRICS
+        if (value := getattr(r, name)) is not None and math.isfinite(value)
+    ]
 
 
 def stepped_metrics(result: TrialResult) -> list[tuple[str, float, int]]:

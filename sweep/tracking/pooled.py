@@ -21,7 +21,8 @@ from pathlib import Path
 
 from mlflow.entities import Metric, RunTag
 
-from harness.record.results import RUN_STEP_METRICS, RunSummary, TrialResult
+from harness.record.precision import meaningful
+from harness.record.results import RunSummary, TrialResult, run_steps
 from harness.record.stats import objective_runs, speedup_metrics
 from sweep.tracking.runs import TRACKING_RECORD, Tracker
 
@@ -39,7 +40,7 @@ def run_ids(tracker: Tracker) -> dict[str, str]:
 def _metrics(values: dict[str, float], step: int = 0) -> list[Metric]:
     now = int(time.time() * 1000)
     return [
-        Metric(k, float(v), now, step)
+        Metric(k, meaningful(k, v), now, step)
         for k, v in values.items()
         if v is not None and math.isfinite(float(v))
     ]
@@ -65,12 +66,8 @@ def log_pooled(
     """The configuration's run, pooled: metrics, the new runs' steps, `files` (its result.json
     and the first launch's, re-uploaded) and the relaunch's folder."""
     client = tracker.client
-    steps = [
-        Metric(f"run.{name}_c{r.concurrency}", float(value), int(time.time() * 1000), r.run)
-        for r in new_runs
-        for name in RUN_STEP_METRICS
-        if (value := getattr(r, name)) is not None and math.isfinite(value)
-    ]
+    now = int(time.time() * 1000)
+    steps = [Metric(key, meaningful(key, v), now, run) for key, v, run in run_steps(new_runs)]
     values = {
         **pooled.metrics,
         **(_speedups(pooled, baseline) if pooled.role != "baseline" else {}),

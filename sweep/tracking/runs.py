@@ -33,7 +33,8 @@ from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_PARENT_RUN_I
 
 from harness.errors import ConfigError
 from harness.record.layout import sqlite_uri
-from harness.record.results import RUN_STEP_METRICS, Outcome, TrialResult, stepped_metrics
+from harness.record.precision import meaningful
+from harness.record.results import Outcome, TrialResult, run_steps, stepped_metrics
 from harness.record.stats import speedup_metrics
 from harness.server.procs import pid_alive
 from harness.server.redact import redact_url_passwords
@@ -366,17 +367,11 @@ class Tracker:
     def _log_runs(self, run_id: str, result: TrialResult) -> None:
         """Each run's values as steps, so the UI plots a trial's runs one after another."""
         now = int(time.time() * 1000)
-        metrics = []
-        for r in result.runs:
-            # Speed, acceptance and the memory window (harness.measure.memory_probe):
-            # run.token_usage_mean_c150; the trial's aggregates (kv_pool_tokens, requests_fit,
-            # kv_bound) are its metrics.
-            for name in RUN_STEP_METRICS:
-                value = getattr(r, name)
-                if value is not None and math.isfinite(value):
-                    metrics.append(Metric(f"run.{name}_c{r.concurrency}", float(value), now, r.run))
-        for name, value, step in stepped_metrics(result):  # by window; P(>=k) by depth k
-            metrics.append(Metric(name, value, now, step))
+        # Speed, acceptance and the memory window (harness.measure.memory_probe):
+        # run.token_usage_mean_c150; the trial's aggregates (kv_pool_tokens, requests_fit,
+        # kv_bound) are its metrics. Then the curves: by window; P(>=k) by depth k.
+        steps = run_steps(result.runs) + stepped_metrics(result)
+        metrics = [Metric(key, meaningful(key, value), now, step) for key, value, step in steps]
         for start in range(0, len(metrics), 1000):  # MLflow's batch limit
             self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
 
@@ -391,7 +386,7 @@ class Tracker:
         self.client.log_batch(
             run_id,
             metrics=[
-                Metric(k, float(v), now, 0)
+                Metric(k, meaningful(k, v), now, 0)  # the digits it is worth: 88.9, not 88.871...
                 for k, v in (metrics or {}).items()
                 if v is not None and math.isfinite(float(v))
             ],

@@ -9,9 +9,10 @@ matplotlib.use("Agg")
 
 import pandas as pd
 
+from analysis.acceptance import accept_by_position
+from analysis.figures import FIGURES, why_not
 from analysis.folders import trial_row
 from analysis.frame import finish
-from analysis.plots import FIGURES, WITHOUT_DATA, accept_by_position
 from analysis.report import write_report
 from harness.record.results import Outcome, TrialResult
 
@@ -53,5 +54,8 @@ def test_the_best_configurations_acceptance_curves_are_plotted(tmp_path):
 
 
 def test_without_curves_there_is_no_figure_and_the_report_says_why(tmp_path):
-    assert accept_by_position(frame(tmp_path, [(90.0, [])])) is None
-    assert "no speculation" in WITHOUT_DATA["accept_by_position"]
+    df = frame(tmp_path, [(90.0, [])])
+    assert accept_by_position(df) is None
+    assert "without speculation, or server.stream_interval above 1" in why_not(
+        "accept_by_position", df
+    )

@@ -10,7 +10,8 @@ matplotlib.use("Agg")
 import pandas as pd
 from matplotlib.collections import PathCollection
 
-from analysis.capacity import available, cache_hit_rate_vs_hicache, throughput_vs_kv_capacity
+from analysis.capacity import cache_hit_rate_vs_hicache, throughput_vs_kv_capacity
+from analysis.figures import why_not
 from analysis.folders import trial_row
 from analysis.frame import finish
 from analysis.report import write_report
@@ -79,14 +80,35 @@ def test_cache_hit_rate_vs_hicache_shows_the_mean_per_size(tmp_path):
     assert means == ["mean 56.5%", "mean 82.0%"]
 
 
+CAPACITY = ("throughput_vs_kv_capacity", "cache_hit_rate_vs_hicache")
+
+
 def test_the_report_has_the_capacity_figures_only_with_the_data(tmp_path):
     df = frame(tmp_path / "with")
-    assert set(available(df)) == {"throughput_vs_kv_capacity", "cache_hit_rate_vs_hicache"}
+    assert [why_not(name, df) for name in CAPACITY] == [None, None]
     index = write_report(df, tmp_path / "report", "test")
-    for name in available(df):
+    for name in CAPACITY:
         assert (tmp_path / "report" / f"{name}.png").stat().st_size > 0
         assert f'src="{name}.png"' in index.read_text()
     without = frame(tmp_path / "without", memory=False)  # a study from before memory records
-    assert available(without) == {}
+    assert why_not("throughput_vs_kv_capacity", without) == "no trial recorded its KV pool"
+    assert why_not("cache_hit_rate_vs_hicache", without) == "no trial recorded a cache hit rate"
+    assert throughput_vs_kv_capacity(without) is None
     single = frame(tmp_path / "single", [(0.85, 0, "ok", 116_171, None, None, None)])
-    assert available(single) == {}  # no level above 1: capacity did not decide anything
+    for name in CAPACITY:  # no level above 1: capacity did not decide anything
+        assert "no level above 1 in flight" in why_not(name, single)
+
+
+def test_one_pool_or_one_hicache_size_is_left_out_with_its_value(tmp_path):
+    one = [(0.85, 0, "ok", 116_171, 400.0 + 10 * i, 0.55, 1.0) for i in range(3)]
+    df = frame(tmp_path, one)
+    assert why_not("throughput_vs_kv_capacity", df) == (
+        "every trial ran one KV pool (116,171 tokens): nothing to set it against"
+    )
+    assert why_not("cache_hit_rate_vs_hicache", df) == (
+        "every trial ran hicache_size 0: one column, nothing to compare"
+    )
+    assert cache_hit_rate_vs_hicache(df) is None and throughput_vs_kv_capacity(df) is None
+    index = write_report(df, tmp_path / "report", "test").read_text()
+    assert "Left out: every trial ran one KV pool (116,171 tokens)" in index
+    assert not (tmp_path / "report" / "throughput_vs_kv_capacity.png").exists()

@@ -60,7 +60,7 @@ def test_the_speedup_figure_reads_speculation_off_at_64_as_the_table_does(tmp_pa
     (bars,) = [c for c in ax.containers if c.get_label().startswith("trial_0000")]
     ratios = [round(float(y), 3) for y in bars.lines[0].get_ydata()][1:]  # 32 and 64
     assert ratios == [1.1, 0.88]  # 3520 / 4000 at 64, not 3520 / 3200
-    notes = " ".join(t.get_text() for t in ax.texts)
+    notes = " ".join(t.get_text() for t in [*ax.texts, *ax.figure.texts])
     assert "at 64: vs the baseline without a request cap" in notes
 
 

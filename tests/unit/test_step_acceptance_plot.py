@@ -11,9 +11,10 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
+from analysis.acceptance import accept_at_least
+from analysis.figures import FIGURES, why_not
 from analysis.folders import trial_row
 from analysis.frame import finish
-from analysis.plots import FIGURES, WITHOUT_DATA, accept_at_least
 from analysis.report import write_report
 from harness.record.results import Outcome, StepHistogram, TrialResult
 
@@ -70,5 +71,6 @@ def test_the_best_configurations_p_at_least_k_is_drawn_by_depth_per_level(tmp_pa
 
 @pytest.mark.parametrize("levels", [{}, {1: "--stream-interval 4: ..."}])
 def test_without_p_at_least_k_there_is_no_figure_and_the_report_says_why(tmp_path, levels):
-    assert accept_at_least(frame(tmp_path, [(90.0, 3, levels)])) is None
-    assert "step_histograms says why" in WITHOUT_DATA["accept_at_least"]
+    df = frame(tmp_path, [(90.0, 3, levels)])
+    assert accept_at_least(df) is None
+    assert "step_histograms says why" in why_not("accept_at_least", df)
