@@ -22,6 +22,7 @@ OUTCOMES = {
     "timeout": "not ready in time",
     "invalid": "refused before launch",
     "duplicate": "same as an earlier trial (not launched)",
+    "dominated": "same tree as a smaller launch, more draft work (not launched)",
     "error": "harness error",
     "interrupted": "interrupted",
 }

@@ -309,6 +309,8 @@ def _loop(study, sim: Simulation, objective: Objective, space, budget: int, asks
             result = TrialResult("t", "trial", Outcome.DUPLICATE, "sim", True, 1.0, dict(values))
             if verdict.action == "predicted_oom":
                 result.outcome = Outcome.PREDICTED_OOM
+            elif verdict.action == "dominated":
+                result.outcome = Outcome.DOMINATED
             idle += 1
         driver.tell(trial, candidate, result, None, verdict.source)
 

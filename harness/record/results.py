@@ -25,6 +25,7 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"  # the same effective configuration was already measured
     PREDICTED_OOM = "predicted_oom"  # needs at least the memory of a trial that ran out of it
     KNOWN_CRASH = "known_crash"  # crashed (or timed out) the same way twice: not launched
+    DOMINATED = "dominated"  # SGLang verifies the same tree as a smaller launch: not launched
     PRUNED = "pruned"  # stopped early: its upper bound fell below the best trial's lower bound
     ERROR = "error"  # the harness itself failed (a bug or an unreachable service), not the server
     INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C / SIGTERM) during the trial

@@ -69,3 +69,28 @@ def max_accepted_drafts(steps: int, draft_tokens: int) -> int:
     a tree alike. A step therefore yields at most this + 1 tokens: its accepted drafts and the
     bonus token."""
     return max(0, min(steps, draft_tokens - 1))
+
+
+def dominated_by(steps: int, topk: int, draft_tokens: int) -> tuple[int, int, int] | None:
+    """The smaller (steps, topk, draft_tokens) whose verify tree SGLang selects the same in
+    every round, or None when there is none (0.5.23, both draft workers).
+
+    Per request and round SGLang verifies the `draft_tokens - 1` best-scored candidates of all
+    draft steps (speculative/eagle_utils.py `organize_draft_results`:
+    `torch.topk(score_list, num_draft_token - 1, dim=-1)`), a candidate's score being its path's
+    product of draft probabilities (speculative/spec_utils.py `_select_top_k_tokens_later`:
+    `expand_scores = scores.unsqueeze(2) * topk_p.view(-1, topk, topk)`). A child never scores
+    above its parent nor a sibling above a better-ranked one, so a verified node at depth d of
+    sibling rank m comes with its d - 1 ancestors and m - 1 better siblings: d - 1 + m <=
+    draft_tokens - 1. No rank and no depth above draft_tokens - 1 is ever verified, and with
+    topk = draft_tokens - 1 every node that can be is drafted already (a kept node's parent has
+    fewer than draft_tokens - 1 better candidates at its step, so `fast_topk` keeps it as a
+    branch). A larger topk or more steps draft more (steps x topk draft tokens per forward) and
+    verify the same tree: the same acceptance at a higher cost. Never down to topk 1: a topk above
+    1 takes other attention code (docs/search.md, "Duplicate"), so its cost is not provably
+    higher than the chain's. Ties between scores aside, which torch.topk may break either way."""
+    if topk <= 1 or draft_tokens < 2:
+        return None
+    slots = draft_tokens - 1
+    smaller = (min(steps, slots), max(2, min(topk, slots)), draft_tokens)
+    return smaller if smaller != (steps, topk, draft_tokens) else None

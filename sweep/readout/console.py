@@ -33,6 +33,7 @@ OUTCOME_STYLE = {
     Outcome.DUPLICATE: "cyan",
     Outcome.PREDICTED_OOM: "magenta",
     Outcome.KNOWN_CRASH: "magenta",
+    Outcome.DOMINATED: "cyan",
     Outcome.PRUNED: "yellow",
 }
 

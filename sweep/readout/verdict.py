@@ -30,13 +30,14 @@ def summary_lines(
     best = best_of(results, exclude, ranking)
     base_ok = baseline is not None and baseline.outcome is Outcome.OK
     skipped = sum(
-        r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH)
+        r.outcome in (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH,
+                      Outcome.DOMINATED)
         for r in results
-    )
+    )  # fmt: skip
     if skipped:  # the trials stopped early or screened say so in the table's note column
         lines.append(
-            f"\nServer starts saved: {skipped} (duplicates, predicted OOMs and known crashes "
-            "not launched)."
+            f"\nServer starts saved: {skipped} (duplicates, dominated trees, predicted OOMs and "
+            "known crashes not launched)."
         )
     if base_ok:
         metrics["baseline_tok_s"] = baseline.metrics["tok_s"]  # type: ignore[union-attr]

@@ -78,6 +78,8 @@ def sweep(objective: Objective, mode: str, n: int, enqueue=()):
             result = TrialResult("t", "trial", Outcome.DUPLICATE, "sim", True, 1.0, values)
             if verdict.action == "predicted_oom":
                 result.outcome = Outcome.PREDICTED_OOM
+            elif verdict.action == "dominated":
+                result.outcome = Outcome.DOMINATED
         driver.tell(trial, candidate, result, None, verdict.source)
     return study, launched
 
@@ -152,7 +154,8 @@ def test_capacity_objectives_find_each_groups_ceiling_in_a_few_launches():
     feasibility = Feasibility(study.get_trials())
     settled = 0
     for draft, _tries in by_group.items():
-        b = feasibility.boundary(candidate_for(server(values(3, 4, draft, 0.5)), "ctx"))
+        # the group's boundary (a 5-step tree holds every draft-token count of the space)
+        b = feasibility.boundary(candidate_for(server(values(5, 4, draft, 0.5)), "ctx"))
         assert b.fits is None or b.fits <= ceiling(draft) < (b.ooms or 1.0)
         if b.settled and round(b.ooms - b.fits, 2) <= 0.01:  # closed: the ceiling itself
             settled += 1

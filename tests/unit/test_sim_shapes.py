@@ -22,16 +22,18 @@ SETUP = {
 
 # Hard-coded from a run before the shape fields existed (P(>=k) at position 700, tau at 1024,
 # decode_step_s(8, 2000); CUDA graphs and overlap on, tuned NCCL, graph bs 48): the named
-# profiles are calibrated, so the defaults must leave them bit-identical.
+# profiles are calibrated, so the defaults must leave them bit-identical. The chains' values are
+# that run's; the trees' (topk > 1) were taken again when the simulator began to select each
+# round's tree as SGLang does (harness.sim.model.draft_tree), their step costs unchanged.
 BEFORE = {
     "rtx_pro_6000_pcie/eagle3_10k/2-2-5": (
-        [0.7424597701149427, 0.49846120487250645],
-        2.1918679298073536,
+        [0.7416546055558508, 0.47961427266797757],
+        2.1704787066738933,
         0.04128474764432035,
     ),
     "rtx_pro_6000_pcie/eagle3_37k_ttt5/4-4-16": (
-        [0.7577936915887851, 0.6109303599463816, 0.43226223440879974, 0.21056557368726042],
-        2.9569273868770187,
+        [0.7424892389490961, 0.5061416752752883, 0.28897081062462787, 0.1403916274519625],
+        2.615156976116757,
         0.07763116270176458,
     ),
     "rtx_pro_6000_pcie/aq_medai_k2/3-1-4": (
@@ -41,24 +43,25 @@ BEFORE = {
     ),
     "h200_nvlink/eagle3_37k_ttt5/6-2-12": (
         [
-            0.664766355140187,
-            0.4864490179945848,
-            0.3190804968921376,
-            0.1554319635912688,
-            0.0704147036665296,
+            0.6598628818579151,
+            0.40912870677355373,
+            0.22689395864356784,
+            0.11405355647594763,
+            0.04982380317747451,
+            0.017865599896927077,
         ],
-        2.6264433428546545,
+        2.40566252905729,
         0.02685336896796225,
     ),
     "h100_sxm/eagle3_llama31_8b/5-8-32": (
         [
-            0.9554691965538342,
-            0.9086931968460381,
-            0.8474443501073595,
-            0.7487631200163235,
-            0.5992296542492842,
+            0.9202993744834036,
+            0.8001072708685625,
+            0.6458620830107707,
+            0.48319488774223324,
+            0.33732123650849877,
         ],
-        5.0252090460033845,
+        4.123969125181724,
         0.01963928602086709,
     ),
 }
@@ -137,27 +140,27 @@ def sibling_q(m: PerfModel) -> list[float]:
 
 
 def test_per_depth_sibling_residuals_change_only_their_depth():
-    # 2 steps x topk 2 with 5 draft tokens: two nodes at each depth
+    # 2 steps x topk 2 with 5 draft tokens: the root's two children always kept (four slots),
+    # then the two best-scored of the four grandchildren
     base = shaped(2, 2, 5)
-    assert base.levels == [2, 2]
     per_depth = shaped(2, 2, 5, sibling_residuals=(0.85, 0.5))
-    assert per_depth.levels == [2, 2]
     q0, q1 = sibling_q(base), sibling_q(per_depth)
     assert q1[0] == pytest.approx(q0[0])
     assert q1[1] > q0[1]
-    a2 = EAGLE3_37K_TTT5.first_accept * EAGLE3_37K_TTT5.depth_decay
-    assert q1[1] == pytest.approx(1 - (1 - a2) * 0.5)
 
 
 def test_later_siblings_catch_less_under_a_rank_power():
     one_depth = {"steps": 1, "topk": 8, "draft": 9}
     base, ranked = shaped(**one_depth), shaped(**one_depth, sibling_rank_power=1.0)
-    assert base.levels == ranked.levels == [8]
     a1, r = EAGLE3_37K_TTT5.first_accept, EAGLE3_37K_TTT5.sibling_residual
-    assert sibling_q(base)[0] == pytest.approx(1 - (1 - a1) * r**7)
+    # all eight children verified: the sibling model's catch, less what the cap takes where a
+    # sibling's share would exceed the better one's (harness.sim.model.draft_tree._child_scores),
+    # over the expectation's fixed rounds
+    assert sibling_q(base)[0] == pytest.approx(1 - (1 - a1) * r**7, rel=0.01)
     # the m-th sibling leaves r ** (1 / (m-1)): 7 siblings leave r ** H(7), not r ** 7
     harmonic = sum(1 / m for m in range(1, 8))
-    assert sibling_q(ranked)[0] == pytest.approx(1 - (1 - a1) * r**harmonic)
+    assert sibling_q(ranked)[0] < sibling_q(base)[0]
+    assert sibling_q(ranked)[0] == pytest.approx(1 - (1 - a1) * r**harmonic, rel=0.01)
     assert sibling_q(ranked)[0] < sibling_q(base)[0]
 
 

@@ -10,7 +10,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.record.stats import t975
-from sweep.study.model.acceptance import RHO, AcceptanceModel, Measured, tau_of, tree_levels
+from sweep.study.model import tree_selection
+from sweep.study.model.acceptance import RHO, AcceptanceModel, Measured, chain_levels, tau_of
 from sweep.study.model.cost import CostModel, CostPoint, features
 from sweep.study.model.observations import (
     UNKNOWN_DF,
@@ -34,8 +35,12 @@ def chain_at_least(steps: int) -> tuple[float, ...]:
 
 
 def tau_true(shape, rho=RHO_TRUE) -> float:
-    levels = tree_levels(shape, RATES, rho)
-    return float(tau_of(levels, RATES[None, :], np.array([rho]))[0])
+    """The model's own form: the chain of the shape's slots, plus a tree's gain under SGLang's
+    selection (sweep.study.model.tree_selection)."""
+    tau = float(tau_of(chain_levels(shape), RATES[None, :], np.array([rho]))[0])
+    if shape[1] > 1:
+        tau += float(tree_selection.gain_at(tree_selection.gains(shape, RATES), np.array([rho]))[0])
+    return tau
 
 
 def test_one_long_chain_predicts_every_shorter_chain_whatever_the_decay():
@@ -188,3 +193,19 @@ def test_a_runs_spread_is_read_from_the_launches_intervals_and_pooled_by_their_r
     loud = [_launch(0.10, 21) for _ in range(10)]  # a noisy box (+-10% runs) is read as one
     assert run_noise(loud, (1,), "decode") == pytest.approx(0.099, abs=0.001)
     assert run_noise(ten, (8,), "output") == UNKNOWN_NOISE  # not the objective's level
+
+
+def test_a_tree_with_a_chains_slots_is_predicted_above_the_chain_and_a_dominated_one_the_same():
+    """SGLang 0.5.23 keeps each round's D - 1 best-scored drafts (srt/speculative/eagle_utils.py
+    `organize_draft_results`): 2/2/3 verifies a1's sibling where the draft is unsure, so the
+    model's 2/2/3 accepts more than 2/1/3; a topk above the D - 1 slots never wins one, so 2/4/3
+    is predicted exactly as 2/2/3 (harness.sglang.speculative.dominated_by)."""
+    chain = Measured((5, 1, 6), tau_true((5, 1, 6)), chain_at_least(5), steps=200_000)
+    model = AcceptanceModel([chain], depth=5, rng=np.random.default_rng(0))
+    rho = np.full(256, RHO_TRUE)
+    rates = np.repeat(model.rates[None, :], 256, axis=0)
+    model.misfit = 0.0  # the forms alone, without a tree's misfit noise
+    chain_tau = model.tau_samples((2, 1, 3), rates, rho)
+    tree_tau = model.tau_samples((2, 2, 3), rates, rho)
+    assert (tree_tau > chain_tau).all()
+    assert (model.tau_samples((2, 4, 3), rates, rho) == tree_tau).all()

@@ -27,12 +27,15 @@ with T_draft(B * D) the draft-extend pass over the verified tokens and H_spec th
 time per iteration (smaller with the overlap scheduler) and v the per-draft-token verify cost
 (tree mask, logits over the 160K vocabulary, rejection sampling). Baseline decode is T_fwd(B, 1).
 
-Tokens per request per iteration: tau = 1 + sum_k prod_{j<=k} q_j, with the tree's nodes per
-depth n_k allocated greedily from the budget D - 1 (at most topk at depth 1, topk^2 deeper) and
+Tokens per request per iteration of a chain (topk 1): tau = 1 + sum_k prod_{j<=k} q_j with
 
-    q_k = 1 - (1 - a_k * m(pos) * f) * residual^(n_k - 1),   a_k = a_1 * decay^(k-1)
+    q_k = a_k * m(pos) * f,   a_k = a_1 * decay^(k-1)
     m(pos) = 1 / (1 + pos / long_context_tokens)              (drafters fade on long outputs)
              * (1 - X) ** (pos / 1000)                   (--sim-accept-decay X, default 0)
+
+A tree (topk > 1) is selected per request and round from the drafter's scores as SGLang 0.5.23
+selects it (`draft_tree`): a_k is the mean of the top-1 draft's confidence at depth k, and n
+children of a node leave (1 - p1) * residual^(n - 1) of the miss.
 
 f is a per-prompt factor (easy math/code vs hard text) times the sampling factor
 s(T) = 1 - SAMPLED_ACCEPT_DROP * T: sampled requests accept fewer drafts than greedy ones.
@@ -58,7 +61,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
-from harness.sim.model import shapes
+from harness.sim.model import draft_tree, shapes
 from harness.sim.model.profiles import (
     MIB,
     SAMPLED_ACCEPT_DROP,
@@ -158,7 +161,17 @@ class PerfModel:
         self.target = target
         self.dep = deployment
         self.spec = deployment.speculation
-        self.levels = self._tree_levels() if self.spec else []
+        # A tree (topk > 1) is selected per request and round (draft_tree); a chain's levels
+        # are one node per depth, the form the calibration was fitted with.
+        self.tree = (
+            draft_tree.TreeShape(self.spec.steps, self.spec.topk, self.spec.draft_tokens)
+            if self.spec and self.spec.topk > 1
+            else None
+        )
+        self.levels = self._tree_levels() if self.spec and self.tree is None else []
+        self._misses = (
+            draft_tree.miss_table(self.spec.drafter, self.tree) if self.spec and self.tree else ()
+        )
 
     def at_steps(self, steps: int) -> PerfModel:
         """The same deployment with the chain drafter at `steps` (topk 1, steps + 1 draft tokens;
@@ -240,7 +253,7 @@ class PerfModel:
 
     # -- acceptance ----------------------------------------------------------------------------
     def _tree_levels(self) -> list[int]:
-        """Nodes per depth: spend the D - 1 draft slots where they raise tau the most."""
+        """A chain's nodes per depth: one at each depth while a draft can still be accepted."""
         s = self.spec
         assert s is not None
         levels = [0] * s.steps
@@ -260,11 +273,22 @@ class PerfModel:
             levels[best] += 1
         return levels
 
+    def _bypassed(self) -> bool:
+        """EAGLE with an EAGLE-3 drafter: no aux hidden states, every draft is rejected."""
+        assert self.spec is not None
+        return self.spec.algorithm == "EAGLE" and self.spec.drafter.kind == "eagle3"
+
+    def _tree_at_least(self, scale: float, position: int) -> list[float]:
+        assert self.spec is not None and self.tree is not None
+        if self._bypassed():
+            return [0.0] * self.tree.steps
+        return draft_tree.at_least(self.tree, self.spec.drafter, scale, position)
+
     def _accept_probs(self, levels: list[int], scale: float, position: int = 0) -> list[float]:
         s = self.spec
         assert s is not None
         d = s.drafter
-        if s.algorithm == "EAGLE" and d.kind == "eagle3":
+        if self._bypassed():
             return [0.0] * len(levels)  # no aux hidden states: the drafter is bypassed
         probs = []
         for k, nodes in enumerate(levels):
@@ -292,11 +316,15 @@ class PerfModel:
     def expected_accept_len(self, position: int = 0, prompt_factor: float = 1.0) -> float:
         if self.spec is None:
             return 1.0
+        if self.tree is not None:
+            return 1.0 + sum(self._tree_at_least(self._scale(position, prompt_factor), position))
         return self._tau(self.levels, self._scale(position, prompt_factor), position)
 
     def accept_at_least(self, position: int = 0, prompt_factor: float = 1.0) -> list[float]:
         """P(>=k), k = 1 .. the tree's depth: the chance one iteration yields at least k + 1
         tokens (1 + their sum is `expected_accept_len`); what the harness measures per step."""
+        if self.tree is not None:
+            return self._tree_at_least(self._scale(position, prompt_factor), position)
         reach, at_least = 1.0, []
         for q in self._accept_probs(self.levels, self._scale(position, prompt_factor), position):
             reach *= q
@@ -307,6 +335,14 @@ class PerfModel:
         """Tokens one request gains in one iteration: accepted drafts + the bonus token."""
         if self.spec is None:
             return 1
+        if self.tree is not None:  # SGLang's tree for this request and round (draft_tree)
+            if self._bypassed():
+                return 1
+            scale = self._scale(position, prompt_factor)
+            means = draft_tree.top1_means(self.spec.drafter, self.tree, scale, position)
+            return 1 + draft_tree.sample_accepted(
+                rng.getrandbits(64), self.tree, means, self._misses
+            )
         tokens = 1
         for q in self._accept_probs(self.levels, self._scale(position, prompt_factor), position):
             if rng.random() >= q:

@@ -1,6 +1,8 @@
 """The decisions of a search, apart from Hydra and launching: what to skip, what to tell Optuna.
 
 A trial's candidate (`sweep.study.trial.candidates`) is compared with what the study already knows:
+- a tree SGLang verifies exactly as a smaller launch, with more draft work -> `dominated`, not
+  launched (`candidates.dominating`); told to Optuna as a constraint violation (`dominated` > 0);
 - the same candidate was measured (ok, oom, pruned) -> `duplicate`, not launched, same result;
 - it needs at least the memory of a candidate that ran out of it -> `predicted_oom`, not
   launched (`sweep.study.trial.feasibility`); when only another memory group's OOM says so, it is
@@ -33,7 +35,7 @@ from sweep.study.loop.budget import gpu_hours
 from sweep.study.model.observations import ATTR as MODEL_ATTR
 from sweep.study.model.observations import SCREENED, observation_attrs
 from sweep.study.trial import crashes
-from sweep.study.trial.candidates import Candidate
+from sweep.study.trial.candidates import Candidate, dominating
 from sweep.study.trial.feasibility import RECHECK_ATTR, Feasibility
 from sweep.study.trial.objective import Objective
 
@@ -42,8 +44,10 @@ KNOWN = (Outcome.OK, Outcome.OOM, Outcome.PRUNED)  # outcomes worth reusing
 
 @dataclass(frozen=True)
 class Verdict:
-    action: str  # "launch", "recheck", "duplicate", "predicted_oom" or "known_crash"
+    # "launch", "recheck", "duplicate", "dominated", "predicted_oom" or "known_crash"
+    action: str
     source: FrozenTrial | None = None  # recheck: the other group's OOM it checks
+    reason: str = ""  # dominated: by what, and SGLang's source
 
     @property
     def launch(self) -> bool:
@@ -61,6 +65,9 @@ class SearchDriver:
         return self.study.get_trials(deepcopy=False)
 
     def verdict(self, candidate: Candidate) -> Verdict:
+        dominated = dominating(candidate)
+        if dominated is not None:
+            return Verdict("dominated", reason=dominated[1])
         known = [
             t
             for t in self._trials()
@@ -158,6 +165,10 @@ class SearchDriver:
         outcome = result.outcome
         if outcome is Outcome.DUPLICATE and source is not None:
             return self._tell_like(trial, source)
+        if outcome is Outcome.DOMINATED:  # never better than what dominates it: infeasible
+            trial.set_constraint("dominated", 1.0)
+            self.study.tell(trial, [0.0] * len(self.objective.metrics))
+            return TrialState.COMPLETE
         if outcome in (Outcome.OOM, Outcome.PREDICTED_OOM):
             trial.set_constraint("oom", 1.0)
             self.study.tell(trial, [0.0] * len(self.objective.metrics))

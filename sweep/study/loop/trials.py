@@ -227,6 +227,11 @@ class TrialLoop:
                     result.outcome, result.error = Outcome.INTERRUPTED, "the sweep was stopped"
                     # the folder too: the harness wrote "crash" for a server the sweep stopped
                     result.write(Path(result.folder))
+            elif verdict.action == "dominated":
+                engine = str(session.cfg.engine.name)
+                result = unlaunched.dominated_result(
+                    folder, job_cfg, engine, spec.params, verdict.reason
+                )
             else:
                 assert source is not None
                 result = unlaunched.known_result(

@@ -2,6 +2,7 @@
 
 observations  what one measured trial tells the model (accept length, P(>=k), speed per level)
 acceptance    tokens per verify step: per-depth P(>=k) for chains, a sibling factor for trees
+tree_selection  what a tree adds to its chain under SGLang's per-round selection of its nodes
 cost          seconds per verify iteration, linear in the launch's features, per level
 predict       the objective of every unmeasured configuration, with an interval
 knowledge     what the study knows at a proposal: candidates, the best value, screened runs

@@ -11,14 +11,16 @@ depth drawn from DRIFT (wide on purpose: it is a guess until a chain that deep i
 Without histograms (a server that sends none, a stream too coarse), chains' accept lengths fit a
 geometric a_k = a_1 * r**(k-1) on a grid, uniform before any chain is measured.
 
-Trees. A tree of topk k and D draft tokens puts n_j nodes at depth j (the D - 1 slots spent
-where they raise tau most, at most k at depth 1 and k x the previous depth's nodes below, as the
-simulator and EAGLE's top-scoring selection both do); a depth with n siblings is passed with
-probability 1 - (1 - a_j) * rho**(n - 1): each extra sibling catches a share 1 - rho of what the
-others missed. rho is one number per drafter, with a posterior on a grid (uniform before any tree
-is measured, so an unmeasured tree is uncertain and worth measuring). It is a form, not a law:
-trees whose siblings differ by depth or rank miss it, and the misfit (from the residuals once two
-trees are measured, MISFIT before) widens every tree's interval.
+Trees. SGLang 0.5.23 selects each request's tree per round from the draft's scores: the
+D - 1 best-scored candidates of topk branches per step (`srt/speculative/eagle_utils.py`
+`organize_draft_results`), so a tree verifies its chain of D - 1 drafts in rounds where the draft
+is sure and siblings where it is not. Its tau is its chain's plus a gain (`tree_selection`): each
+extra sibling of a node carries a share 1 - rho of what the better ones left, the draft's
+confidence spreads around the measured rates. rho is one number per drafter, with a posterior on a
+grid (uniform before any tree is measured, so an unmeasured tree is uncertain and worth
+measuring). It is a form, not a law: trees whose siblings differ by depth or rank miss it, and the
+misfit (from the residuals once two trees are measured, MISFIT before) widens every tree's
+interval.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from harness.sglang.speculative import dominated_by
+from sweep.study.model import tree_selection
 
 Shape = tuple[int, int, int]  # (steps, topk, draft tokens)
 RHO = np.round(np.arange(0.30, 1.0001, 0.01), 2)
@@ -44,40 +49,10 @@ class Measured:
     steps: int = 0
 
 
-def tree_levels(shape: Shape, rates: np.ndarray, rho: float) -> list[int]:
-    """Nodes per depth: each of the D - 1 slots where it raises tau the most. The simulator
-    allocates its trees the same way (harness/sim/model/perf_model.py `_tree_levels`); written
-    apart on purpose: the model stands for real SGLang and must not lean on its stand-in."""
-    steps, topk, draft = shape
-    if topk == 1:
-        return [1] * min(steps, draft - 1)
-    levels = [0] * steps
-    for _ in range(draft - 1):
-        best, gain = None, 0.0
-        base = _tau_point(levels, rates, rho)
-        for j in range(steps):
-            cap = topk if j == 0 else min(topk**2, levels[j - 1] * topk)
-            if levels[j] >= cap:
-                continue
-            levels[j] += 1
-            g = _tau_point(levels, rates, rho) - base
-            levels[j] -= 1
-            if g > gain + 1e-12:
-                best, gain = j, g
-        if best is None:
-            break
-        levels[best] += 1
-    return levels
-
-
-def _tau_point(levels: Sequence[int], rates: np.ndarray, rho: float) -> float:
-    tau, reach = 1.0, 1.0
-    for j, n in enumerate(levels):
-        if n == 0:
-            break
-        reach *= 1 - (1 - rates[j]) * rho ** (n - 1)
-        tau += reach
-    return tau
+def chain_levels(shape: Shape) -> list[int]:
+    """The chain a shape's verify slots hold: one node per depth, at most D - 1 deep."""
+    steps, _, draft = shape
+    return [1] * min(steps, draft - 1)
 
 
 def tau_of(levels: Sequence[int], rates: np.ndarray, rho: np.ndarray) -> np.ndarray:
@@ -100,10 +75,10 @@ class AcceptanceModel:
         self.chains = [m for m in measured if m.shape[1] == 1]
         self.trees = [m for m in measured if m.shape[1] > 1]
         self.rate_hat, self.rate_se, self.reached = self._chain_rates()
-        self.rates = self._rate_point()  # the point estimate the tree allocation uses
+        self.rates = self._rate_point()  # the point estimate the trees' gains are taken at
+        self._gain: dict[Shape, np.ndarray] = {}
         self.rho_post, self.misfit = self._sibling_posterior()
         self.rho_mean = float((self.rho_post * RHO).sum())
-        self._levels: dict[Shape, list[int]] = {}
 
     # -- chains --------------------------------------------------------------------------------
     def _chain_rates(self) -> tuple[np.ndarray, np.ndarray, int]:
@@ -163,41 +138,43 @@ class AcceptanceModel:
         return rates
 
     # -- trees ---------------------------------------------------------------------------------
+    def _gains(self, shape: Shape) -> np.ndarray:
+        """The tree's gains; a tree SGLang verifies as a smaller one's (topk or steps above
+        its D - 1 slots, harness.sglang.speculative.dominated_by) has that one's exactly."""
+        shape = dominated_by(*shape) or shape
+        if shape not in self._gain:
+            self._gain[shape] = tree_selection.gains(shape, self.rates)
+        return self._gain[shape]
+
     def _sibling_posterior(self) -> tuple[np.ndarray, float]:
         uniform = np.full(RHO.size, 1.0 / RHO.size)
         if not self.trees:
             return uniform, MISFIT
-        rates = self.rates
-        rho_now, post, misfit = 0.65, uniform, MISFIT
-        for _ in range(2):  # the allocation depends on rho a little: fit, re-allocate, fit
-            preds = np.array(
-                [
-                    tau_of(
-                        tree_levels(m.shape, rates, rho_now),
-                        np.repeat(rates[None, :], RHO.size, 0),
-                        RHO,
-                    )
-                    for m in self.trees
-                ]
-            )
-            taus = np.array([m.tau for m in self.trees])
-            rel = (preds - taus[:, None]) / taus[:, None]
+        point = self.rates[None, :]
+        preds = np.array(
+            [
+                tau_of(chain_levels(m.shape), point, np.ones(1))[0]
+                + tree_selection.gain_at(self._gains(m.shape), RHO)
+                for m in self.trees
+            ]
+        )
+        taus = np.array([m.tau for m in self.trees])
+        rel = (preds - taus[:, None]) / taus[:, None]
+        misfit = MISFIT
+        if len(self.trees) >= 2:
             best = int(np.argmin((rel**2).sum(axis=0)))
-            if len(self.trees) >= 2:
-                spread = np.sqrt((rel[:, best] ** 2).sum() / (len(self.trees) - 1))
-                misfit = max(float(spread), 0.005)  # never trusted past the tau's own noise
-            logp = -(rel**2).sum(axis=0) / (2 * misfit**2)
-            post = np.exp(logp - logp.max())
-            post /= post.sum()
-            rho_now = float((post * RHO).sum())
-        return post, misfit
+            spread = np.sqrt((rel[:, best] ** 2).sum() / (len(self.trees) - 1))
+            misfit = max(float(spread), 0.005)  # never trusted past the tau's own noise
+        logp = -(rel**2).sum(axis=0) / (2 * misfit**2)
+        post = np.exp(logp - logp.max())
+        return post / post.sum(), misfit
 
     def tau_samples(self, shape: Shape, rates: np.ndarray, rho: np.ndarray) -> np.ndarray:
-        """tau draws for `shape`, given draws of the rates and of rho (trees add their misfit)."""
-        if shape not in self._levels:
-            self._levels[shape] = tree_levels(shape, self.rates, self.rho_mean)
-        tau = tau_of(self._levels[shape], rates, rho)
+        """tau draws for `shape`, given draws of the rates and of rho (trees add their misfit):
+        the chain of its D - 1 slots, plus a tree's gain under SGLang's selection."""
+        tau = tau_of(chain_levels(shape), rates, rho)
         if shape[1] > 1:
+            tau = tau + tree_selection.gain_at(self._gains(shape), rho)
             tau = tau * (1 + self.misfit * self.rng.standard_normal(tau.size))
         return np.maximum(tau, 1.0)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.sglang.speculative import draft_tree_capacity, forced_draft_tokens
+from harness.sglang.speculative import dominated_by, draft_tree_capacity, forced_draft_tokens
 from sweep.study.model.acceptance import AcceptanceModel, Measured
 from sweep.study.model.cost import CostModel, CostPoint, features
 from sweep.study.model.observations import UNKNOWN_NOISE, Observation
@@ -72,7 +72,8 @@ class Config:
 
 def configurations(space: SearchSpace, others: tuple[str, ...]) -> list[Config]:
     """Every distinct launch of the speculative knobs (at topk 1 SGLang runs steps + 1 draft
-    tokens whatever is asked; above, at most the tree's capacity) times the other knobs' values."""
+    tokens whatever is asked; above, at most the tree's capacity, and no tree SGLang verifies as
+    a smaller one's: harness.sglang.speculative.dominated_by) times the other knobs' values."""
     p = space.params
     shapes: list[Shape] = []
     for s in range(int(p[STEPS].low), int(p[STEPS].high) + 1):
@@ -82,7 +83,11 @@ def configurations(space: SearchSpace, others: tuple[str, ...]) -> list[Config]:
                 shapes.append((s, int(k), forced))
                 continue
             top = min(int(p[DRAFT].high), draft_tree_capacity(s, k))
-            shapes += [(s, int(k), d) for d in range(max(2, int(p[DRAFT].low)), top + 1)]
+            shapes += [
+                (s, int(k), d)
+                for d in range(max(2, int(p[DRAFT].low)), top + 1)
+                if dominated_by(s, int(k), d) is None
+            ]
     shapes = list(dict.fromkeys(shapes))
     choices = [[(n, v) for v in p[n].choices] for n in others]
     return [Config(sh, tuple(combo)) for sh in shapes for combo in itertools.product(*choices)]

@@ -1,7 +1,12 @@
 """A trial's candidate (the launch as SGLang will run it) and the rule that predicts an OOM.
 
 Before a trial is launched its candidate, after SGLang's own adjustments, is compared with what
-the study already knows (`sweep.study.loop.decisions`). A candidate needs at least the memory of one
+the study already knows (`sweep.study.loop.decisions`). Two candidates are the same effective
+configuration only when every field SGLang runs with is equal (`key`): a tree and a chain with as
+many draft tokens are not, since SGLang selects each round's tree from the draft's scores. A tree
+whose topk or steps exceed what its `draft_tokens - 1` verify slots can ever use is dominated
+(`dominating`): SGLang verifies the tree of a smaller launch in every round, at more draft work.
+A candidate needs at least the memory of one
 that ran out of it, so it is not launched, when the OOM was:
 - a GPU OOM (activations/CUDA graphs did not fit): it repeats with the same or higher
   mem_fraction_static and the same or more draft tokens and CUDA-graph batch;
@@ -13,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from harness.sglang.speculative import (
     SPEC_MAX_RUNNING_REQUESTS,
     canonical_algorithm,
     captured_graph_max_bs,
+    dominated_by,
     forced_draft_tokens,
 )
 from harness.spec import ServerSpec
@@ -81,6 +87,27 @@ def candidate_for(server: ServerSpec, context: str) -> Candidate:
         disable_overlap_schedule=server.disable_overlap_schedule,
         max_running_requests=max_running,
     )
+
+
+def dominating(candidate: Candidate) -> tuple[Candidate, str] | None:
+    """The smaller launch SGLang 0.5.23 verifies the same tree with in every round, and the
+    reason a console and result.json show; None when `candidate` uses all it drafts.
+    (harness.sglang.speculative.dominated_by has the derivation from SGLang's source.)"""
+    c = candidate
+    if c.algorithm is None or None in (c.steps, c.topk, c.draft_tokens):
+        return None
+    smaller = dominated_by(c.steps, c.topk, c.draft_tokens)  # type: ignore[arg-type]
+    if smaller is None:
+        return None
+    steps, topk, draft = smaller
+    slots = c.draft_tokens - 1  # type: ignore[operator]
+    reason = (
+        f"dominated by {steps}/{topk}/{draft}: SGLang 0.5.23 verifies the {slots} best-scored "
+        f"drafts per round (speculative/eagle_utils.py organize_draft_results), so no topk or "
+        f"depth above {slots} is ever verified; {c.steps}/{c.topk}/{c.draft_tokens} verifies the "
+        "same tree with more draft work: not launched"
+    )
+    return replace(c, steps=steps, topk=topk, draft_tokens=draft), reason
 
 
 def _at_least(value, reference) -> bool:

@@ -1,8 +1,8 @@
 """Trial results the study writes itself, for trials it does not launch.
 
-A duplicate, a predicted OOM and an invalid configuration are recorded like any trial: a folder
-with config.yaml (where the job's config composed) and result.json, so the folder is the record
-and `python -m sweep.sync` can restore what MLflow lacks.
+A duplicate, a dominated tree, a predicted OOM and an invalid configuration are recorded like any
+trial: a folder with config.yaml (where the job's config composed) and result.json, so the folder
+is the record and `python -m sweep.sync` can restore what MLflow lacks.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from harness.record.results import Outcome, TrialResult
 from sweep.tracking import provenance
 
 # Recorded without a server start: they cost no launch and no wall time.
-NOT_LAUNCHED = (Outcome.DUPLICATE, Outcome.PREDICTED_OOM, Outcome.KNOWN_CRASH, Outcome.INVALID)
+NOT_LAUNCHED = (
+    Outcome.DUPLICATE,
+    Outcome.DOMINATED,
+    Outcome.PREDICTED_OOM,
+    Outcome.KNOWN_CRASH,
+    Outcome.INVALID,
+)
 # Trials whose result came from a server: a study with none of these has nothing to answer from.
 MEASURED = (Outcome.OK, Outcome.OOM, Outcome.PRUNED, Outcome.CRASH, Outcome.TIMEOUT)
 
@@ -74,6 +80,27 @@ def known_result(
         error=error,
         related=source_name,
         oom_kind=None if outcome is Outcome.KNOWN_CRASH else source.user_attrs.get("oom_kind"),
+    )
+    result.write(folder)
+    return result
+
+
+def dominated_result(
+    folder: Path, job_cfg: DictConfig, engine: str, params: dict[str, Any], reason: str
+) -> TrialResult:
+    """A tree SGLang verifies exactly as a smaller launch does, at more draft work
+    (`sweep.study.trial.candidates.dominating`): recorded with the reason, never launched."""
+    _write_config(folder, job_cfg)
+    result = TrialResult(
+        name=folder.name,
+        role="trial",
+        outcome=Outcome.DOMINATED,
+        engine=engine,
+        simulated=engine == "sim",
+        clock_scale=1.0,
+        params=dict(params),
+        folder=str(folder),
+        error=reason,
     )
     result.write(folder)
     return result
