@@ -22,10 +22,12 @@ P(top-1 accepted) = a_k exactly and the chain (topk 1) accepts what it always di
 confidence spreads around its mean is not measured anywhere in reference/ (this form has no
 parameter of its own; docs/simulator-limits.md, "Draft trees").
 
-Every draw comes from a hash of the round's seed and the node's path, never from a stream: a node
-has the same scores and the same target token whatever else the round drafts, so two launches
-whose selection picks the same nodes accept the same tokens in every round, as on SGLang (a
-topk above the `num_draft_tokens - 1` slots: harness.sglang.speculative.dominated_by).
+A served request's draws come from a hash of the round's seed and the node's path, never from a
+stream: a node has the same scores and the same target token whatever else the round drafts, so
+two launches whose selection picks the same nodes accept the same tokens in every round, as on
+SGLang (a topk above the `num_draft_tokens - 1` slots: harness.sglang.speculative.dominated_by).
+Expected values (`at_least`) draw fixed rounds with numpy instead: the same selection, for all
+rounds at once.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ from harness.sim.model.profiles import DrafterProfile
 _MASK = (1 << 64) - 1
 _ROOT = 0x5EED
 _CONFIDENCE, _TARGET = 1, 2  # salts: the node's p1, the target's token at the node
-# Rounds per expected value (the oracle, the model's accept length): their mean's standard error
-# is ~1% of the accept length; the same seeds for every tree (common random numbers).
+# Rounds per expected value (the oracle, accept_at_least): the chain's part is exact and the
+# tree's gain over it varies little between rounds, so its mean's standard error is ~0.1% of the
+# accept length (0.003 at 5/8/32); the same rounds for every tree (common random numbers).
 EXPECTATION_ROUNDS = 2000
 _SEED = 20251206  # the expectation's fixed rounds
 GAIN_GRID = 0.05  # the scale's grid for the tree's gain (its chain part is exact at any scale)
