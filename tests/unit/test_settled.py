@@ -98,6 +98,31 @@ def test_a_best_within_the_baseline_s_noise_or_faster_settles_nothing():
     assert slower_best([level], None, OBJECTIVE) is None  # nothing to be slower than
 
 
+def _profiled(name: str, scale: float, role: str = "trial") -> TrialResult:
+    """A load-profile launch at 1 and 8 in flight: output tok/s per run at each level."""
+    result = _result(name, [v * scale for v in BASE], role)
+    result.runs = [
+        RunSummary(k, c, 3, 0, 100, v, v, v * c, 0.1, 2.0, "meta")
+        for c in (1, 8)
+        for k, v in enumerate([v * scale for v in BASE], 1)
+    ]
+    for c in (1, 8):
+        stat = summarize([v * scale * c for v in BASE])
+        result.metrics |= {f"output_tok_s_c{c}": stat.mean, f"output_tok_s_c{c}_ci95": stat.ci95}
+    return result
+
+
+def test_under_a_load_profile_the_weighted_value_is_judged():
+    profile = Objective("weighted_throughput", 64, levels=[1, 8])
+    baseline = _profiled("baseline", 1.0, "baseline")
+    found = slower_best([_profiled("trial_0001", 0.8)], baseline, profile)
+    assert found is not None and found.speedup == pytest.approx(0.8)
+    weighted = profile.derived(baseline)
+    lower = weighted["weighted_throughput"] - weighted["weighted_throughput_ci95"]
+    assert found.baseline_lower == pytest.approx(lower)
+    assert slower_best([_profiled("trial_0001", 1.0)], baseline, profile) is None
+
+
 # -- a screened run counts ---------------------------------------------------------------------
 def _launch(folder: Path, name: str, speeds: list[float], first: int, screened: bool):
     result = _result(name, speeds)
