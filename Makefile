@@ -1,8 +1,13 @@
-# Every target sets up .venv when pyproject.toml changed or the venv is missing.
+# Each target sets up .venv with what it needs, again when pyproject.toml changed or the venv is
+# missing: the runtime (`pip install -e .`, STAMP) for the sweep and its everyday commands, and the
+# test stack on top of it (`.[dev]`: pytest, ruff, import-linter, torch for the drafter's deep
+# check...; DEV_STAMP) for `make test`, `make lint` and `make bench`. A `make test` after a
+# `make sweep` only adds what the runtime lacks.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 COMPAT := .venv-compat
 # SGLang's own argument parser without its GPU stack (shared/reference/install-notes.md): the
@@ -15,21 +20,28 @@ COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette 
 REAL := .venv-real
 TINY := .tiny-models
 
-.PHONY: sweep test compat compat-env real-sglang-env tiny-models real-sweep lint bench ui screenshots clean
+.PHONY: sweep test compat compat-env real-sglang-env tiny-models real-sweep lint bench bench-quick \
+	ui screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@echo "installing specsweep and its dependencies into $(VENV) (about 4 minutes the first time; pip lists each package as it goes)"
-	$(PY) -m pip install --progress-bar off -e '.[dev]'
+	@echo "installing specsweep's runtime into $(VENV) (README's Install says how long; pip lists each package as it goes)"
+	$(PY) -m pip install --progress-bar off -e .
 	touch $(STAMP)
+
+# On top of the runtime, so a pyproject.toml change reinstalls both, in this order.
+$(DEV_STAMP): $(STAMP)
+	@echo "adding the test stack (the dev extra) to $(VENV)"
+	$(PY) -m pip install --progress-bar off -e '.[dev]'
+	touch $(DEV_STAMP)
 
 ## The main job: an Optuna sweep over the (simulated) reference deployment.
 sweep: $(STAMP)
 	$(PY) sweep.py -m $(ARGS)
 
 ## The whole test suite (what CI runs): lint, the import contracts (.importlinter), the tests.
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
@@ -84,12 +96,12 @@ $(TINY)/.built: tools/build_tiny_models.py harness/data/prompts.jsonl | $(REAL)/
 real-sweep: $(STAMP) $(REAL)/.installed $(TINY)/.built
 	$(PY) sweep.py -m experiment=real_cpu $(ARGS)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 
 ## Every benchmark in benchmarks/ (tables on the console, JSON in benchmarks/out/).
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	@set -e; for b in benchmarks/[!_]*.py; do echo "== $$b"; $(PY) $$b; done
 
 ## MLflow UI on the local results (http://127.0.0.1:5000). One worker, no job runner: starts in
