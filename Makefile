@@ -20,7 +20,7 @@ COMPAT_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette 
 REAL := .venv-real
 TINY := .tiny-models
 
-.PHONY: sweep test compat compat-env real-sglang-env tiny-models real-sweep lint bench bench-quick \
+.PHONY: sweep test compat compat-env real-sglang-env tiny-models real-sweep lint bench bench-smoke \
 	ui screenshots clean
 
 $(STAMP): pyproject.toml
@@ -40,11 +40,18 @@ $(DEV_STAMP): $(STAMP)
 sweep: $(STAMP)
 	$(PY) sweep.py -m $(ARGS)
 
-## The whole test suite (what CI runs): lint, the import contracts (.importlinter), the tests.
+## The whole test suite (what CI runs): lint, the import contracts (.importlinter), the tests,
+## then every benchmark's smoke form (bench-smoke).
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest --ignore=tests/benchmarks
+	$(MAKE) bench-smoke
+
+## Every benchmark's smoke form (`--smoke`: its whole path in seconds, its own checks enforced),
+## one test each, verbose so the log names every benchmark that ran (tests/benchmarks).
+bench-smoke: $(DEV_STAMP)
+	$(PY) -m pytest -v tests/benchmarks
 
 ## Every launch command the shipped configs produce, parsed by SGLang 0.5.23's own parser (and
 ## the simulator's, which must agree), then SGLang's own bench_serving against the simulator on
@@ -100,7 +107,8 @@ lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 
-## Every benchmark in benchmarks/ (tables on the console, JSON in benchmarks/out/).
+## Every benchmark in benchmarks/, full form (tables on the console and in docs/results/, JSON in
+## benchmarks/out/).
 bench: $(DEV_STAMP)
 	@set -e; for b in benchmarks/[!_]*.py; do echo "== $$b"; $(PY) $$b; done
 
