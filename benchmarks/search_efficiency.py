@@ -45,6 +45,7 @@ from pathlib import Path
 
 import optuna
 from omegaconf import OmegaConf
+from rich.markup import escape
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -209,9 +210,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.render_from:
         report = json.loads(args.render_from.read_text())
-        if "produced" not in report:
-            parser.error(f"--render-from {args.render_from}: no 'produced' record (command, date, "
-                         "machine): written before runs kept one; rerun the benchmark")  # fmt: skip
+        missing = [key for key in ("sets", "seeds", "noise", "produced") if key not in report]
+        if missing:
+            parser.error(f"--render-from {args.render_from}: no {', '.join(missing)}: not a JSON "
+                         "this benchmark wrote (or one from before runs kept 'produced', the "
+                         "command, date and machine); rerun the benchmark")  # fmt: skip
         write_results("search_efficiency", result_tables(report), simulated=True,
                       made=report["produced"])  # fmt: skip
         return
@@ -313,9 +316,9 @@ def titles(report: dict, name: str) -> tuple[str, str]:
     n = report["noise"]
     noise = f"drift {n['drift_sigma']:g} (corr {n['drift_time_s']:g} s), "
     noise += f"sampling {n['sampling_cv']:g} per run"
-    return (
+    return (  # escaped: rich reads "[bootstrap 95%]" as a style tag and drops it
         f"SIMULATED {name}: GPU-hours and launches to 2% of the optimum, median of "
-        f"{report['seeds']} seeds [bootstrap 95%] ({noise})",
+        f"{report['seeds']} seeds {escape('[bootstrap 95%]')} ({noise})",
         f"SIMULATED {name}: each arm against the best other arm",
     )
 
