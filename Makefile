@@ -26,7 +26,7 @@ TINY := .tiny-models
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@echo "installing specsweep's runtime into $(VENV) (README's Install says how long; pip lists each package as it goes)"
+	@echo "installing specsweep's runtime into $(VENV) (about a minute from a local mirror, README's Quickstart; pip lists each package as it goes)"
 	$(PY) -m pip install --progress-bar off -e .
 	touch $(STAMP)
 
