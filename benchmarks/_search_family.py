@@ -13,7 +13,8 @@ Hardware (per GPU; `harness/sim/model/profiles.py` HardwareProfile):
   PCIe without NVLink (48, calibrated to SF row 2); PCIe Gen5 ring ~20 GB/s to NVLink ~300-400.
 - tflops 150-900 effective: well below the 989 dense BF16 peak of H100/H200 (estimate).
 - kernel_us_per_layer 15-90: the profiles' 23.1 (H100 fitted, the H200 by rule), 30 (PCIe);
-  the H200 adds a named 3.44 ms step residual (the old 83 us per layer); a fixed per-step cost
+  Kimi-K2.5 on Hopper adds 3.44 ms of latency-bound layer time per forward (forward_latency_ms,
+  fitted on the H200; members leave it at 0, as the PCIe box does); a fixed per-step cost
   is what speculation amortises, so the wide range is the point (SP §5: with CUDA graphs bs-1
   decode is launch/communication bound).
 - host_step_ms 0.6-1.5 (profiles 1.05); draft_host_ms 0.3-1.0 (profiles 0.3/0.5/0.8);

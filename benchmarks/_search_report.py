@@ -149,7 +149,19 @@ def _landscape_cell(land: dict, row: int) -> str:
     return f"{share:.1%} within 2%" if row == 2 and share is not None else ""
 
 
-def print_landscapes(title: str, landscapes: list[dict]) -> None:
+def print_landscapes(title: str, landscapes: list[dict]) -> Table:
+    table = landscapes_table(title, landscapes)
+    _console().print(table)
+    for land in landscapes:
+        for ours, v in land["verdict"].items():
+            print(
+                f"{land['landscape']}: {ours} / {v['best_other']} GPU-h = "
+                f"{interval(v['gpu_hours_ratio'], v['ci95'])}"
+            )
+    return table
+
+
+def landscapes_table(title: str, landscapes: list[dict]) -> Table:
     table = Table(title=title)
     for column in ("landscape", "arm", "GPU-h [95%]", "launches [95%]", "reached"):
         table.add_column(column, justify="left" if column in ("landscape", "arm") else "right")
@@ -163,21 +175,20 @@ def print_landscapes(title: str, landscapes: list[dict]) -> None:
                 f"{r['reached']}/{r['seeds']}",
             )
         table.add_section()
-    _console().print(table)
-    for land in landscapes:
-        for ours, v in land["verdict"].items():
-            print(
-                f"{land['landscape']}: {ours} / {v['best_other']} GPU-h = "
-                f"{interval(v['gpu_hours_ratio'], v['ci95'])}"
-            )
+    return table
 
 
-def print_set(title: str, summary: dict) -> None:
+def set_table(title: str, summary: dict) -> Table:
     table = Table(title=title)
     for column in ("arm", "median vs best other", "worst decile vs best other"):
         table.add_column(column, justify="left" if column == "arm" else "right")
     for name, v in summary["arm_vs_best_other"].items():
         table.add_row(name, fmt(v["median"]), fmt(v["worst_decile"]))
+    return table
+
+
+def print_set(title: str, summary: dict) -> Table:
+    table = set_table(title, summary)
     _console().print(table)
     for ours in ("specsweep+priors", "specsweep", "model+priors", "model", *dict(FLOORS)):
         if ours in summary:
@@ -188,6 +199,7 @@ def print_set(title: str, summary: dict) -> None:
                 f"worst decile {fmt(v['worst_decile'])}, best {fmt(v['best'])}, "
                 f"above 1x on {v['above_1']}"
             )
+    return table
 
 
 def print_arms(names: list[str]) -> None:

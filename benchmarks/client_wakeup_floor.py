@@ -10,13 +10,16 @@ client (benchmarks/client_fidelity.py) can only sit above it. Printed as a table
 JSON.
 
     python benchmarks/client_wakeup_floor.py [--chunks 500] [--interval 0.011] [--json PATH]
+    python benchmarks/client_wakeup_floor.py --smoke   # CI: 50 chunks, every reader checked
+
+Each reader must have read the whole stream (every byte the server sent), or its CPU per chunk
+means nothing: exit 1 otherwise. The full form writes docs/results/client_wakeup_floor.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import socket
 import subprocess
 import sys
@@ -29,6 +32,12 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import (  # noqa: E402
+    add_smoke_flag,
+    output_path,
+    write_json,
+    write_results,
+)
 from harness.server.procs import free_port  # noqa: E402
 
 SERVER = r"""
@@ -56,37 +65,48 @@ asyncio.run(main())
 REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
-def blocking(port: int) -> float:
+def stream_bytes(chunks: int) -> int:
+    """What SERVER sends for `chunks` events, in bytes: what a reader that read it all counted."""
+    head = len(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n") + len(b"0\r\n\r\n")
+    events = (
+        b'data: {"text":"x","meta_info":{"completion_tokens":%d}}\n\n' % i for i in range(chunks)
+    )
+    return head + sum(len(b"%x\r\n%s\r\n" % (len(e), e)) for e in events)
+
+
+def blocking(port: int) -> tuple[float, int]:
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(REQUEST)
-        start = time.process_time()
-        while sock.recv(65536):
-            pass
-        return time.process_time() - start
+        start, total = time.process_time(), 0
+        while data := sock.recv(65536):
+            total += len(data)
+        return time.process_time() - start, total
 
 
 class _Reader(asyncio.Protocol):
     def __init__(self, done: asyncio.Future[None]):
         self.done = done
+        self.total = 0
 
     def data_received(self, data: bytes) -> None:
-        pass
+        self.total += len(data)  # one addition: the floor stays a floor
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.done.set_result(None)
 
 
-async def _protocol(port: int) -> float:
+async def _protocol(port: int) -> tuple[float, int]:
     loop = asyncio.get_running_loop()
     done = loop.create_future()
-    transport, _ = await loop.create_connection(lambda: _Reader(done), "127.0.0.1", port)
+    transport, reader = await loop.create_connection(lambda: _Reader(done), "127.0.0.1", port)
     transport.write(REQUEST)
     start = time.process_time()
     await done
-    return time.process_time() - start
+    return time.process_time() - start, reader.total
 
 
-def measure(reader: str, port: int) -> float:
+def measure(reader: str, port: int) -> tuple[float, int]:
+    """(CPU seconds, bytes read) of one reader over the whole stream."""
     if reader == "blocking recv":
         return blocking(port)
     if reader == "asyncio Protocol":
@@ -103,19 +123,24 @@ def main() -> None:
     parser.add_argument(
         "--json", type=Path, default=ROOT / "benchmarks/out/client_wakeup_floor.json"
     )
+    add_smoke_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.chunks = min(args.chunks, 50)
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER, str(port), str(args.chunks), str(args.interval)],
         stdout=subprocess.PIPE,
         text=True,
     )
+    expected = stream_bytes(args.chunks)
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         rows = []
         for reader in ("blocking recv", "asyncio Protocol", "uvloop Protocol"):
-            per_1k = 1000 * measure(reader, port) / args.chunks
-            rows.append({"reader": reader, "cpu_s_per_1k_chunks": round(per_1k, 4)})
+            cpu, read = measure(reader, port)
+            per_1k = 1000 * cpu / args.chunks
+            rows.append({"reader": reader, "cpu_s_per_1k_chunks": round(per_1k, 4), "bytes": read})
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -126,9 +151,16 @@ def main() -> None:
         table.add_row(row["reader"], f"{row['cpu_s_per_1k_chunks']:.3f}")
     Console().print(table)
     report = {"chunks": args.chunks, "interval_s": args.interval, "readers": rows}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    write_json(output_path(args.json, args.smoke), report, "client_wakeup_floor")
+    short = [
+        f"{r['reader']} read {r['bytes']} of {expected} bytes"
+        for r in rows
+        if r["bytes"] != expected
+    ]
+    notes = (f"{args.chunks} chunks; a loopback server, real sockets, no simulator.",)
+    write_results("client_wakeup_floor", [table], simulated=False, smoke=args.smoke, notes=notes)
+    if short:
+        raise SystemExit(f"a reader missed part of the stream: {'; '.join(short)}")
 
 
 if __name__ == "__main__":

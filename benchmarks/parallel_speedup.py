@@ -8,6 +8,10 @@ ratio to one slot. The servers are simulators on a virtual clock: this measures 
 sweeper overlaps trials, not GPU throughput.
 
     python benchmarks/parallel_speedup.py [--slots 1 2 4] [--clock-scale 2] [--json PATH]
+    python benchmarks/parallel_speedup.py --smoke   # CI: 4 trials, 1 and 2 slots, fast clock
+
+Every setting must launch and finish all eight trials ok (else its ratio compares different
+work): exit 1 otherwise. The full form writes docs/results/parallel_speedup.md.
 """
 
 from __future__ import annotations
@@ -25,22 +29,33 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks._common import (  # noqa: E402
+    add_smoke_flag,
+    output_path,
+    write_json,
+    write_results,
+)
 from harness.record.layout import ResultsLayout  # noqa: E402
+from harness.server.procs import free_port  # noqa: E402
 
-# Eight distinct configurations (topk 1: draft tokens follow the steps), all fit in memory.
-CONFIGS = [(steps, mem) for steps in (1, 2, 3, 4) for mem in (0.7, 0.8)]
+# Eight configurations distinct in the speculative knobs (steps, topk, draft tokens), at one
+# memory setting: the sweep holds the memory knobs at the first started trial's (search.memory
+# auto), so configurations that differ only there are duplicates it never launches, and the
+# sampler's own proposals (screened with one run) would take their places.
+CONFIGS = [(1, 1, 2), (2, 1, 3), (3, 1, 4), (4, 1, 5), (5, 1, 6), (2, 2, 4), (3, 2, 6), (4, 2, 8)]
+SMOKE_CONFIGS = 4  # the smoke form's trials: the first four
 
 
-def enqueue() -> str:
+def enqueue(configs: list[tuple[int, int, int]]) -> str:
     items = [
-        f"{{speculative_num_steps:{s},speculative_eagle_topk:1,speculative_num_draft_tokens:"
-        f"{s + 1},mem_fraction_static:{m},hicache_size:0}}"
-        for s, m in CONFIGS
+        f"{{speculative_num_steps:{s},speculative_eagle_topk:{k},speculative_num_draft_tokens:"
+        f"{d},mem_fraction_static:0.8,hicache_size:0}}"
+        for s, k, d in configs
     ]
     return "search.enqueue=[" + ",".join(items) + "]"
 
 
-def measure(slots: int, clock_scale: float, port: int) -> dict:
+def measure(slots: int, clock_scale: float, port: int, configs: list) -> dict:
     with TemporaryDirectory() as tmp:
         argv = [
             *(sys.executable, "sweep.py", "-m", "experiment=single_gpu", "hardware.gpus=4"),
@@ -48,11 +63,12 @@ def measure(slots: int, clock_scale: float, port: int) -> dict:
             f"worker.lock_dir={tmp}/locks",
             f"tracking.dir={tmp}",
             f"server.port={port}",
-            f"search.n_trials={len(CONFIGS)}",
-            enqueue(),
+            f"search.n_trials={len(configs)}",
+            enqueue(configs),
             *("search.baseline=false", "search.prune=false", "search.remeasure_baseline=false"),
             *("benchmark.runs=2", "benchmark.warmup=1", "benchmark.requests_per_run=1"),
             *("benchmark.max_tokens=512", f"engine.clock_scale={clock_scale}", "preflight=false"),
+            "report=false",  # the HTML report is not what is timed, and costs each sweep seconds
         ]
         started = time.monotonic()
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
@@ -75,14 +91,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--clock-scale", type=float, default=2.0)
-    parser.add_argument("--port", type=int, default=34100)
+    parser.add_argument(
+        "--port", type=int, default=None, help="the servers' port (default: a free one)"
+    )
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/out/parallel_speedup.json")
+    add_smoke_flag(parser)
     args = parser.parse_args()
-    rows = [measure(s, args.clock_scale, args.port) for s in args.slots]
+    configs = CONFIGS[:SMOKE_CONFIGS] if args.smoke else CONFIGS
+    if args.smoke:
+        args.slots, args.clock_scale = [1, 2], 50.0
+    port = args.port or free_port()
+    rows = [measure(s, args.clock_scale, port, configs) for s in args.slots]
     base = next(r["wall_s"] for r in rows if r["slots"] == min(args.slots))
     for row in rows:
         row["speedup"] = round(base / row["wall_s"], 2)
-    table = Table(title=f"GPU slots: {len(CONFIGS)} trials, wall time vs one slot (SIMULATED)")
+    table = Table(title=f"GPU slots: {len(configs)} trials, wall time vs one slot (SIMULATED)")
     for column in ("slots", "trials wall s", "process wall s", "launched", "ok", "speedup"):
         table.add_column(column, justify="right")
     for r in rows:
@@ -98,13 +121,23 @@ def main() -> None:
     report = {
         "simulated": True,
         "profile": "llama31_8b on h100_sxm (experiment=single_gpu, hardware.gpus=4)",
-        "trials": len(CONFIGS),
+        "trials": len(configs),
         "clock_scale": args.clock_scale,
         "slots": rows,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    write_json(output_path(args.json, args.smoke), report, "parallel_speedup")
+    note = (
+        f"{len(configs)} trials per setting, clock scale {args.clock_scale:g}; {report['profile']}."
+    )
+    write_results("parallel_speedup", [table], simulated=True, smoke=args.smoke, notes=(note,))
+    short = [r for r in rows if r["launched"] != len(configs) or r["ok"] != len(configs)]
+    if short:
+        raise SystemExit(
+            "settings that did not launch and finish every trial ok: "
+            + ", ".join(
+                f"{r['slots']} slot(s): {r['launched']} launched, {r['ok']} ok" for r in short
+            )
+        )
 
 
 if __name__ == "__main__":

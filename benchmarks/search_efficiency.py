@@ -24,6 +24,12 @@ it compares search strategies on one model of the hardware, not the hardware.
         [--family-shapes [N]] [--seeds 50]
         [--objectives single,multi] [--arms LIST] [--drift 0.02] [--jobs 2] [--quick]
         [--json PATH]
+    python benchmarks/search_efficiency.py --smoke              # CI: the whole path in seconds
+    python benchmarks/search_efficiency.py --render-from JSON   # docs/results from a run's JSON
+
+A run writes docs/results/search_efficiency.md, its tables under the command, date and machine
+that measured them; the full form (50 seeds, every set) takes hours here, so --render-from writes
+the same file from the JSON such a run left, naming that run's command and date.
 """
 
 from __future__ import annotations
@@ -39,11 +45,18 @@ from pathlib import Path
 
 import optuna
 from omegaconf import OmegaConf
+from rich.markup import escape
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import _search_family, _search_report  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    add_smoke_flag,
+    output_path,
+    write_json,
+    write_results,
+)
 from benchmarks._search_arms import (  # noqa: E402
     ARMS,
     BY_NAME,
@@ -187,7 +200,28 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--quick", action="store_true", help="5 seeds, 8 family members")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/out/search_efficiency.json")
+    add_smoke_flag(parser)
+    parser.add_argument(
+        "--render-from",
+        type=Path,
+        metavar="JSON",
+        help="write docs/results/search_efficiency.md from the JSON of an earlier run, and stop",
+    )
     args = parser.parse_args()
+    if args.render_from:
+        report = json.loads(args.render_from.read_text())
+        missing = [key for key in ("sets", "seeds", "noise", "produced") if key not in report]
+        if missing:
+            parser.error(f"--render-from {args.render_from}: no {', '.join(missing)}: not a JSON "
+                         "this benchmark wrote (or one from before runs kept 'produced', the "
+                         "command, date and machine); rerun the benchmark")  # fmt: skip
+        write_results("search_efficiency", result_tables(report), simulated=True,
+                      made=report["produced"])  # fmt: skip
+        return
+    if args.smoke:  # one box, one objective, three arms, two seeds: every step of a search
+        args.profiles, args.objectives, args.seeds = "rtx_pro_6000_pcie", "single", 2
+        args.arms, args.budget, args.family, args.family_shapes = "specsweep,model,random", 40, 0, 0
+    args.json = output_path(args.json, args.smoke)
     if args.profiles is None and not args.family and not args.family_shapes:
         args.profiles = ",".join(SETUPS)
     if args.quick:
@@ -204,7 +238,6 @@ def main() -> None:
     if unknown:
         parser.error(f"--arms: unknown {', '.join(unknown)}; the arms are {', '.join(BY_NAME)}")
     references = any(BY_NAME[a].reference for a in arms)
-    noise = f"drift {args.drift:g} (corr {DRIFT_TIME_S:g} s), sampling {SAMPLING_CV:g} per run"
     report: dict = {
         "seeds": args.seeds,
         "gp_seeds": args.gp_seeds,
@@ -257,16 +290,48 @@ def main() -> None:
             "arm_cpu_s": cost,
             "wall_s": round(time.monotonic() - t, 1),
         }
-        title = f"SIMULATED {name}: GPU-hours and launches to 2% of the optimum, median of "
-        title += f"{args.seeds} seeds [bootstrap 95%] ({noise})"
+        landscape_title, set_title = titles(report, name)
         if name == "profiles" or len(labels) <= 6:
-            _search_report.print_landscapes(title, landscapes)
-        _search_report.print_set(f"SIMULATED {name}: each arm against the best other arm", summary)
+            _search_report.print_landscapes(landscape_title, landscapes)
+        _search_report.print_set(set_title, summary)
         print(f"{name}: {report['sets'][name]['wall_s']} s; CPU s per arm: {cost}")
     report["wall_s"] = round(time.monotonic() - started, 1)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(_search_report.jsonable(report), indent=2) + "\n")
-    print(f"wrote {args.json} in {report['wall_s']} s")
+    write_json(args.json, _search_report.jsonable(report), "search_efficiency")
+    write_results("search_efficiency", result_tables(report), simulated=True, smoke=args.smoke)
+    # A search that launched nothing, or a landscape an arm did not search, is a broken path,
+    # whatever the medians say.
+    broken = [
+        f"{name}: {land['landscape']} {r['arm']}"
+        for name, s in report["sets"].items()
+        for land in s["landscapes"]
+        for r in land["arms"]
+        if not r["launches"] or r["launches"] < 1
+    ]
+    if broken:
+        raise SystemExit(f"searches that launched nothing: {', '.join(broken)}")
+
+
+def titles(report: dict, name: str) -> tuple[str, str]:
+    """The titles of a set's two tables (its landscapes, its arms against the best other)."""
+    n = report["noise"]
+    noise = f"drift {n['drift_sigma']:g} (corr {n['drift_time_s']:g} s), "
+    noise += f"sampling {n['sampling_cv']:g} per run"
+    return (  # escaped: rich reads "[bootstrap 95%]" as a style tag and drops it
+        f"SIMULATED {name}: GPU-hours and launches to 2% of the optimum, median of "
+        f"{report['seeds']} seeds {escape('[bootstrap 95%]')} ({noise})",
+        f"SIMULATED {name}: each arm against the best other arm",
+    )
+
+
+def result_tables(report: dict) -> list:
+    """The tables a run prints, from its report (as run, or as read back from its JSON)."""
+    out = []
+    for name, s in report["sets"].items():
+        landscape_title, set_title = titles(report, name)
+        if name == "profiles" or len(s["landscapes"]) <= 6:
+            out.append(_search_report.landscapes_table(landscape_title, s["landscapes"]))
+        out.append(_search_report.set_table(set_title, s["summary"]))
+    return out
 
 
 if __name__ == "__main__":

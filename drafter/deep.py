@@ -9,12 +9,34 @@ weights, and shapes that disagree with each other.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from drafter.checkpoint import DrafterCheckpoint, TargetConfig
 from drafter.checks import Finding, _num_aux
 
 TOKENS = 8
+# The runtime install (`make sweep`, `pip install -e .`) leaves torch out: it is ~1 GB and only
+# this check needs it. The packages it needs, and the one line that says how to add them.
+NEEDS = ("torch", "safetensors")
+INSTALL = "pip install -e '.[drafter]'"
+
+
+def missing_packages() -> list[str]:
+    """The packages of the `drafter` extra this check needs and cannot import (find_spec, so
+    torch's 2 s import is paid only by the check itself)."""
+    return [name for name in NEEDS if importlib.util.find_spec(name) is None]
+
+
+def unavailable() -> str | None:
+    """One line naming what is missing and the fix, or None when the deep check can run."""
+    missing = missing_packages()
+    if not missing:
+        return None
+    return (
+        f"the drafter's deep check needs {' and '.join(missing)}, not installed here: "
+        f"{INSTALL} (the drafter extra), or drafter.check=static"
+    )
 
 
 def _load(ckpt: DrafterCheckpoint):
@@ -30,10 +52,9 @@ def _load(ckpt: DrafterCheckpoint):
 
 
 def deep_check(drafter: Path, target: TargetConfig | None, seed: int = 0) -> list[Finding]:
-    try:
-        import torch
-    except ImportError:
-        return [Finding("error", "deep", "the deep check needs torch: pip install -e '.[drafter]'")]
+    if message := unavailable():
+        return [Finding("error", "deep", message)]
+    import torch
     ckpt = DrafterCheckpoint.open(Path(drafter))
     weights, original = _load(ckpt)
     nonfinite = [

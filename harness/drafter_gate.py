@@ -16,7 +16,7 @@ from pathlib import Path
 
 from drafter.checkpoint import CheckpointError, TargetConfig
 from drafter.checks import check
-from drafter.deep import deep_check
+from drafter.deep import deep_check, unavailable
 from harness.errors import ConfigError
 from harness.spec import TrialSpec
 
@@ -75,6 +75,9 @@ def drafter_problems(
     A hub id is checked from its cached snapshot (the target's too)."""
     if level not in CHECK_LEVELS:
         return f"drafter.check={level!r}: use one of {', '.join(CHECK_LEVELS)}."
+    if level == "deep" and (missing := unavailable()):
+        # before anything is read, and not cached: installing the extra is the whole fix
+        return f"drafter.check=deep: {missing}"
     drafter = local_checkpoint(drafter_path)
     if level == "off" or drafter is None:
         return None

@@ -226,6 +226,10 @@ class TrialResult:
     # sweep.study.answer.unresolved): round, folder, run numbers, outcome, wall_s each;
     # empty: one launch.
     resolve: list[dict[str, Any]] = field(default_factory=list)
+    # A screening launch of this configuration (one run, sweep.study.model) whose runs are pooled
+    # into `runs` ahead of this launch's, which started after them: trial, folder, run numbers,
+    # wall_s each; empty: none.
+    screens: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

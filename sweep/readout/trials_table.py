@@ -48,6 +48,8 @@ def summary_table(
         return (-1.0 if value is None else value) if measured else -2.0
 
     rows = ([baseline] if baseline else []) + sorted(results, key=order, reverse=True)
+    # screening launches whose run a full launch of the same configuration pooled in
+    pooled_into = {s["trial"]: r.name for r in results for s in r.screens}
     for r in rows:
         p = r.effective or r.params
         spec = r.params.get("speculative_algorithm") is not None
@@ -55,8 +57,13 @@ def summary_table(
         note = ""
         if r.related:
             note = f"as {r.related}" if r.outcome is Outcome.DUPLICATE else f"from {r.related}"
-        elif r.outcome is Outcome.PRUNED:
+        elif r.name in pooled_into:
+            note = f"pooled into {pooled_into[r.name]}"  # its one run, screened
+        elif r.outcome is Outcome.PRUNED and not r.screens:
             note = "screened" if "screened" in r.warnings else f"{len(r.runs)} runs"
+        if r.screens or r.resolve:  # runs pooled from more than one launch
+            runs = len({run.run for run in r.runs})
+            note = f"{runs} runs, {1 + len(r.screens) + len(r.resolve)} launches"
         if notes and r.name in notes and r.role != "baseline":
             note = f"[red]infeasible[/red] {notes[r.name]}"
         elif baseline is None and r is reference:

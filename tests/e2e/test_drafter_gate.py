@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.server.procs import free_port
+from tests.conftest import ROOT
 from tests.drafter_factory import HIDDEN, make_drafter
-from tests.e2e.test_sweep_cli import single_folder, sweep
+from tests.e2e.test_sweep_cli import SMALL, single_folder, sweep
 
 pytestmark = pytest.mark.e2e
 
@@ -48,3 +51,26 @@ def test_bypassed_drafter_is_flagged_at_run_time(tmp_path):
     # (simulator_behind), which says nothing about the drafter.
     assert "drafter_bypassed" in runs[0].data.tags["specsweep.warning"].split(",")
     assert runs[0].data.metrics["accept_len"] <= 1.05
+
+
+# `python sweep.py` in a Python where torch cannot be imported, as in the runtime-only install
+# (`make sweep`): sys.modules[name] = None makes every import of it fail, find_spec find nothing.
+WITHOUT_TORCH = (
+    "import runpy, sys; sys.modules['torch'] = None; sys.argv = sys.argv[1:]; "
+    "runpy.run_path('sweep.py', run_name='__main__')"
+)
+
+
+def test_deep_check_without_torch_names_the_drafter_extra_in_one_line_and_starts_nothing(tmp_path):
+    good = make_drafter(tmp_path / "drafter")
+    results = tmp_path / "results"
+    argv = [sys.executable, "-c", WITHOUT_TORCH, "sweep.py", "-m", f"tracking.dir={results}"]
+    argv += [f"server.port={free_port()}", *SMALL, f"drafter.path={good}", "drafter.check=deep"]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    fix = [line for line in proc.stdout.splitlines() if "pip install -e '.[drafter]'" in line]
+    assert len(fix) == 1 and "deep check needs torch" in fix[0], proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert not (results / "mlflow.db").exists()  # refused before the study was opened
+    # and not kept as the drafter's verdict: once torch is installed, the same sweep checks it
+    assert not list(results.glob("drafter-checks/*.json"))

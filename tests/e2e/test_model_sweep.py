@@ -27,6 +27,7 @@ def sweep(tmp, port: int, *overrides: str) -> subprocess.CompletedProcess:
         "report=false",
         "search.sampler.name=model",
         "search.enqueue=[]",
+        "verbose=true",  # the model's prediction beside every measurement, not only its misses
         *overrides,
     ]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -105,11 +105,12 @@ def test_an_unresolved_study_spends_its_extra_runs_and_every_output_says_the_sam
     assert outcome[0].startswith("still unresolved") == bool(unresolved)
     assert parent.data.metrics["resolve_extra_runs"] == data["resolve"]["spent"]["extra_runs"]
     (child,) = client.search_runs([experiment], f"tags.`mlflow.runName` = '{contenders[0]}'")
-    assert child.data.metrics["tok_s"] == pytest.approx(best["metrics"]["tok_s"])
+    # MLflow keeps tok/s to 0.1 (harness.record.precision); the folder every digit
+    assert child.data.metrics["tok_s"] == pytest.approx(best["metrics"]["tok_s"], abs=0.05)
     assert child.data.metrics["tok_s_runs"] == 4
     speedup = data["speedups"][contenders[0]]
-    assert child.data.metrics["speedup_vs_baseline"] == pytest.approx(
-        speedup["speedup_vs_baseline"]
+    assert child.data.metrics["speedup_vs_baseline"] == pytest.approx(  # ratios to 0.001
+        speedup["speedup_vs_baseline"], abs=0.0005
     )
     history = client.get_metric_history(child.info.run_id, "run.decode_tok_s_c1")
     assert sorted(m.step for m in history) == [1, 2, 3, 4]

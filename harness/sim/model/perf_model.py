@@ -12,11 +12,14 @@ verify pass); N = B*n tokens, L layers, g = TP size:
     t_attn      = B * ctx * kv_bytes / (hbm * e_attn)    (MLA latent KV read per step; e_attn the
                                                           kernel's share of HBM bandwidth)
     t_kernel    = kernel_us (+ eager_us without CUDA graphs)
-    t_host      = host step time + r (r: the profile's named residual, what a measured step
-                                      leaves unexplained; 0 where the terms explain it)
+    t_host      = host step time + r (r: latency-bound kernel time of the target's layers
+                                      beyond t_kernel, profiles.forward_latency_ms)
 
 The expert term is the unique experts N routed tokens touch; rho < 1 because consecutive tokens
-of one request route alike (Cohere measured ~2.5x the bytes for 4 verify tokens, not 4x).
+of one request route alike (Cohere measured ~2.5x the bytes for 4 verify tokens, not 4x). The
+costs of SGLang's work on the target (host times, the verify cost, eager launches, r) are those
+measured for that target on the box's architecture (`profiles.for_target`, `ARCH_WORK`), so two
+boxes of one architecture differ only where their GPUs and links do.
 
 Speculative iteration (EAGLE/EAGLE3, `steps` draft steps, `topk` branches, `D` draft tokens):
 
@@ -68,6 +71,7 @@ from harness.sim.model.profiles import (
     DrafterProfile,
     HardwareProfile,
     TargetProfile,
+    for_target,
 )
 
 
@@ -157,7 +161,7 @@ def cuda_graph_mib(
 
 class PerfModel:
     def __init__(self, hw: HardwareProfile, target: TargetProfile, deployment: Deployment):
-        self.hw = hw
+        self.hw = for_target(hw, target.name)
         self.target = target
         self.dep = deployment
         self.spec = deployment.speculation
@@ -217,8 +221,8 @@ class PerfModel:
         if self.dep.hicache_size_gb > 0:
             # SGLang issue #26305: HiCache on an MLA model regressed TPOT; a small tax here.
             layers_s *= 1.02
-        residual_s = self.hw.step_residual_ms * 1e-3
-        return layers_s + weights_s + flops_s + attn_s + host_s + residual_s
+        latency_s = self.hw.forward_latency_ms * 1e-3
+        return layers_s + weights_s + flops_s + attn_s + host_s + latency_s
 
     def _draft_forward_s(self, tokens: int) -> float:
         assert self.spec is not None

@@ -15,7 +15,7 @@ sglang.md (SGLang's memory formulas). Each constant says which it is:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MIB = 1024 * 1024
 
@@ -48,9 +48,11 @@ class HardwareProfile:
     # Share of HBM bandwidth the decode/verify attention reaches reading the KV cache (every
     # profile states its own).
     attention_efficiency: float
-    # A residual: the time per target forward that the terms above do not explain, fitted so the
-    # model meets a measured step. Named as one so nobody reads it as kernel time.
-    step_residual_ms: float = 0.0
+    # Latency-bound kernel time per target forward that kernel_us_per_layer (fitted on a dense
+    # Llama layer) does not carry: at batch 1 an MoE layer's fused expert kernels (alignment, two
+    # grouped GEMMs, activation, sum) and MLA's projection kernels take tens of us each where
+    # their bytes take a few (ARCH_WORK below: a property of the target on an architecture).
+    forward_latency_ms: float = 0.0
     # Cost shapes for the search family's "shapes" part (harness.sim.model.shapes): not calibrated,
     # off by default (every named profile leaves them so). Each threshold in verify_bucket_tokens
     # the draft tokens exceed adds verify_bucket_ms per iteration; verify_token_exponent > 1 makes
@@ -103,7 +105,8 @@ RTX_PRO_6000_PCIE = HardwareProfile(
 
 # 8x H200 (141 GB HBM3e, NVLink/NVSwitch): SGLang's reference box for Kimi-K2.5. One figure is
 # measured here (the cookbook's TPOT, 9.22 ms at concurrency 1, 1K in / 1K out), so every
-# constant but the residual is an estimate or a rule.
+# constant but forward_latency_ms is an estimate or a rule. Its ARCH_WORK fields are Kimi-K2.5's
+# on Hopper: the H100 takes them when it runs Kimi-K2.5.
 H200_NVLINK = HardwareProfile(
     name="h200_nvlink",
     compute="sm90",
@@ -114,10 +117,14 @@ H200_NVLINK = HardwareProfile(
     bus_gb_s=300.0,  # estimate: NVLink ring allreduce bus bandwidth
     tflops=600.0,  # estimate: well below the 989 TFLOPS BF16 peak
     kernel_us_per_layer=23.1,  # rule: the H100's fitted value (same Hopper generation)
-    # fitted: the cookbook's 9.22 ms TPOT; the terms above explain 5.8 ms of it. A residual, not
-    # kernel time: it is charged once per target forward (decode or verify), which is what
-    # speculation amortises, so H200 verdicts lean on it (docs/simulator-model.md, Calibration).
-    step_residual_ms=3.44,
+    # fitted: the cookbook's 9.22 ms TPOT; the other terms explain 5.8 ms of it. Kimi-K2.5's
+    # MoE + MLA layers on Hopper (ARCH_WORK): 3.44 ms is 56 us per layer, where a fused MoE at
+    # batch 1 alone takes ~30 us on an H200 (sgl-project/sglang#11730: Qwen3-235B FP8, TP 8,
+    # 31.7 us) and on an H100 (vllm-project/vllm#44830: Qwen3-Next-80B FP8, TP 4, 29.5 us) while
+    # its bytes take ~5 us: latency, not bandwidth. Charged once per target forward (decode or
+    # verify), which is what speculation amortises, so H200 verdicts lean on it
+    # (docs/simulator-model.md, "What the H200 verdicts lean on").
+    forward_latency_ms=3.44,
     eager_us_per_layer=160.0,  # estimate
     host_step_ms=1.05,  # estimate, as the PCIe box
     host_step_no_overlap_ms=1.9,  # estimate, as the PCIe box
@@ -135,13 +142,16 @@ H200_NVLINK = HardwareProfile(
 
 # 1x H100 SXM (80 GB HBM3): the EAGLE-3 paper's SGLang box (speculative-performance.md section 3,
 # Table 4: Llama-3.1-8B, MT-bench, batch 1: 158.34 tok/s baseline, 373.25 tok/s with EAGLE-3).
-# TP 1, so allreduce and NCCL settings do not enter.
+# TP 1, so allreduce and NCCL settings do not enter. Its ARCH_WORK fields are Llama-3.1-8B's on
+# Hopper: the H200 takes them when it runs Llama-3.1-8B.
 H100_SXM = HardwareProfile(
     name="h100_sxm",
     compute="sm90",
     gpu_memory_mib=81_559,  # 80 GB card as the driver reports it
     hbm_gb_s=3_350,  # product spec
-    allreduce_latency_us=15.0,  # estimate: NVLink, only used with TP > 1
+    # rule: the H200's estimate. HGX H100 and HGX H200 boards share one fabric (NVLink 4 through
+    # third-generation NVSwitch, 900 GB/s per GPU), so a small allreduce costs the same on both.
+    allreduce_latency_us=20.0,
     untuned_nccl_factor=1.0,
     bus_gb_s=300.0,
     tflops=600.0,  # estimate: well below the 989 TFLOPS BF16 peak
@@ -163,6 +173,35 @@ H100_SXM = HardwareProfile(
 )
 
 HARDWARE = {p.name: p for p in (RTX_PRO_6000_PCIE, H200_NVLINK, H100_SXM)}
+
+# What SGLang's work on a target costs on a GPU architecture, beyond what a box's GPUs and links
+# set (bytes at its bandwidth, FLOPs, collectives): host time per step and per speculative
+# iteration, the verify cost per draft token, eager launches and the latency-bound kernels of the
+# target's layers. Each (target, architecture) has them estimated or fitted on one box, named
+# here; another box of that architecture running that target takes that box's values (the same
+# SMs, clocks, kernels and host path), so two Hopper boxes differ only where their GPUs differ.
+ARCH_WORK_FIELDS = (
+    "forward_latency_ms",
+    "eager_us_per_layer",
+    "host_step_ms",
+    "host_step_no_overlap_ms",
+    "draft_host_ms",
+    "spec_host_ms",
+    "spec_host_no_overlap_ms",
+    "verify_token_us",
+)
+ARCH_WORK = {("kimi_k25", "sm90"): "h200_nvlink", ("llama31_8b", "sm90"): "h100_sxm"}
+
+
+def for_target(
+    hw: HardwareProfile, target_name: str, boxes: dict[str, HardwareProfile] = HARDWARE
+) -> HardwareProfile:
+    """`hw` as it runs `target_name`: the ARCH_WORK fields from the box they were estimated on
+    for that target on `hw`'s architecture (`hw` itself where none is named)."""
+    source = ARCH_WORK.get((target_name, hw.compute))
+    if source is None or source == hw.name:
+        return hw
+    return replace(hw, **{f: getattr(boxes[source], f) for f in ARCH_WORK_FIELDS})
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""A resolve relaunch's runs pooled with what its trial (or the baseline) recorded.
+"""A resolve relaunch's runs pooled with what its trial (or the baseline) recorded, and a
+screening launch's runs pooled into its configuration's full launch.
 
 One configuration keeps one record: the folder's result.json becomes the pooled one, its `runs`
 the first launch's and every relaunch's (their numbers never collide: a relaunch continues after
@@ -10,6 +11,13 @@ warnings) stays the first launch's. Nothing measured is overwritten: the first l
 result.json is kept beside it as `result-launch.json` before the first pooling, and each
 relaunch keeps its folder (`resolve-<k>/` inside the trial's: config, command, server log,
 requests, its own result).
+
+A configuration screened with one run (sweep.study.model) and later launched in full is one
+configuration measured twice: the full launch runs after the screen's run numbers
+(sweep.study.loop.screens), and its record is the pooled one (`pool_screen`): the screen's runs
+first, the metrics from runs recomputed over all of them, `screens` naming the screen's trial.
+The full launch's own result.json is kept beside it as `result-launch.json`, and the screen's
+trial keeps its own folder and record.
 """
 
 from __future__ import annotations
@@ -74,6 +82,25 @@ def pool(
         runs=runs,
         metrics={**kept, **aggregate_metrics(runs, objective_concurrency)},
         resolve=[*record.resolve, entry],
+    )
+
+
+def pool_screen(full: TrialResult, screen: TrialResult, objective_concurrency: int) -> TrialResult:
+    """`full` (a screened configuration's launch in full) with its screen's runs pooled in."""
+    runs = [*screen.runs, *full.runs]
+    derived = aggregate_metrics(full.runs, objective_concurrency)
+    kept = {k: v for k, v in full.metrics.items() if k not in derived}
+    entry = {
+        "trial": screen.name,
+        "folder": screen.folder,
+        "runs": sorted({r.run for r in screen.runs}),
+        "wall_s": screen.wall_s,
+    }
+    return replace(
+        full,
+        runs=runs,
+        metrics={**kept, **aggregate_metrics(runs, objective_concurrency)},
+        screens=[*full.screens, entry],
     )
 
 

@@ -24,13 +24,16 @@ from harness.record.results import Outcome, TrialResult
 from harness.server.process import stop_all
 from sweep.config.specs import build_trial_spec
 from sweep.readout.console import console
-from sweep.study.answer.all_sweeps import launches_spent, queued_again
-from sweep.study.loop import optuna_storage
+from sweep.study.answer import pooling
+from sweep.study.answer.all_sweeps import launches_spent, queued_again, study_results
+from sweep.study.answer.settled import slower_best
+from sweep.study.loop import optuna_storage, screens
 from sweep.study.loop.baseline import Baseline
 from sweep.study.loop.budget import MAX_IDLE_PROPOSALS, Budget, spent
 from sweep.study.loop.decisions import SearchDriver, Verdict
 from sweep.study.loop.session import CLAIM_POLL_S, StudySession
-from sweep.study.model.observations import SCREENED
+from sweep.study.model.observations import POOLED, SCREENED
+from sweep.study.model.stopping import Below
 from sweep.study.model.watch import Forecast, ModelWatch
 from sweep.study.trial import unlaunched
 from sweep.study.trial.candidates import Candidate, candidate_for
@@ -136,15 +139,29 @@ class TrialLoop:
                 raise SystemExit(1)
 
     def _model_stops(self) -> bool:
-        """search.sampler=model: the stopping rule (sweep.study.model.stopping), said once."""
+        """search.sampler=model: the stopping rules (sweep.study.model.stopping), said once."""
         line = self.watch.stop_line(
-            self.session.study, self.budget, max(self.target - self._starts, 0)
+            self.session.study, self.budget, max(self.target - self._starts, 0), self._below()
         )
         if line is None:
             return False
         self.stopped_by_model = True
         console.print(f"[bold]{line}[/bold]", soft_wrap=True)
         return True
+
+    def _below(self) -> Below | None:
+        """The study's best measured trial when it is slower than the baseline beyond the Deploy
+        line's interval (every sweep's trials, as the close reads them): what arms the model's
+        speculation-off rule."""
+        if not self.watch.stop or self.baseline.tok_s is None:
+            return None
+        with self.session.lock:
+            mine = list(self.session.results)
+        results = study_results(self.session.study, mine).results
+        slower = slower_best(results, self.baseline.result, self.session.plan.objective)
+        if slower is None:
+            return None
+        return Below(slower.best, slower.speedup, slower.baseline_lower)
 
     def _side_by_side(self) -> None:
         slots = self.session.plan.slots
@@ -218,11 +235,20 @@ class TrialLoop:
                 forecast = self.watch.forecast(session.study, trial, candidate)
                 screen = self.watch.screens(session.study, trial)
                 extra = ["benchmark.runs=1", "benchmark.adaptive=false"] if screen else []
+                # in full after a screen: the runs it did not measure, its run pooled in after
+                earlier = None if screen else screens.screen_of(session.study, candidate.key)
+                if earlier is not None:
+                    extra = screens.after_screen(earlier, int(job_cfg.benchmark.runs))
                 result = session.launch(overrides + self._early_stop_overrides() + extra, name)
                 if screen and result.outcome is Outcome.OK:  # one run: never an answer
                     result.outcome = Outcome.PRUNED
                     result.warnings.append(SCREENED)
                     result.write(Path(result.folder))
+                if earlier is not None and result.outcome in (Outcome.OK, Outcome.PRUNED):
+                    level = spec.benchmark.objective_concurrency
+                    result = pooling.pool_screen(result, earlier, level)
+                    pooling.write(result)
+                    trial.set_user_attr(POOLED, earlier.number)
                 if session.stopping.is_set() and result.outcome is not Outcome.OK:
                     result.outcome, result.error = Outcome.INTERRUPTED, "the sweep was stopped"
                     # the folder too: the harness wrote "crash" for a server the sweep stopped

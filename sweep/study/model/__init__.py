@@ -7,7 +7,7 @@ cost          seconds per verify iteration, linear in the launch's features, per
 predict       the objective of every unmeasured configuration, with an interval
 knowledge     what the study knows at a proposal: candidates, the best value, screened runs
 sampler       search.sampler=model: opening, expected improvement per GPU-hour, screening
-stopping      when no unmeasured configuration can beat the best measured one
+stopping      the answer settled: nothing left reaches the baseline, or beats the best
 transfer      earlier studies with the same drafter and setup, in the fit (labelled)
 watch         the model beside each measurement on the console; the stopping line
 """

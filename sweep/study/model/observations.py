@@ -27,6 +27,9 @@ from harness.record.stats import t975
 
 ATTR = "model_obs"
 SCREENED = "screened"  # the trial attribute (and result warning) of a one-run screening launch
+# A full launch's attribute: the screening trial whose runs its record pools (sweep.study.loop.
+# screens); the model then reads that configuration from the full trial alone, which holds them.
+POOLED = "pooled_screen"
 # A run's relative spread before the study has measured one (a launch of one run has no
 # interval); on the seeds' boxes single runs strayed +-10%, about two of these.
 UNKNOWN_NOISE = 0.05
@@ -111,12 +114,16 @@ def observation_attrs(result: TrialResult) -> dict[str, Any] | None:
 
 
 def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observation]:
-    """Every trial of the study the model can learn from (duplicates count once: their source)."""
+    """Every trial of the study the model can learn from (duplicates count once: their source; a
+    screen pooled into its full launch: the full one)."""
     out = []
+    pooled = {t.user_attrs.get(POOLED) for t in trials} - {None}
     for t in trials:
         data = t.user_attrs.get(ATTR)
         cand = t.user_attrs.get("candidate")
         if t.state not in (TrialState.COMPLETE, TrialState.PRUNED) or not data or not cand:
+            continue
+        if t.number in pooled:  # its runs are in the full launch's record
             continue
         if cand.get("steps") is None or cand.get("topk") is None:
             continue

@@ -5,7 +5,7 @@ launch, predicts the trial's objective with its 95% band; after the measurement 
 prints the two side by side (`model predicted 84.1 [80.2, 88.0] tok/s from 3 trials; measured
 83.0, inside`), so a user sees how far the model can be trusted on this box before it steers
 anything. With `search.sampler=model` the line also says why the trial was proposed, and the
-stopping rule (`stopping`) is checked before each launch.
+stopping rules (`stopping`: speculation off, or the winner) are checked before each launch.
 """
 
 from __future__ import annotations
@@ -118,12 +118,17 @@ class ModelWatch:
             text += f"; measured {value:.1f}{runs}, {inside}"
         return text
 
-    def stop_line(self, study: Study, budget, starts_left: int) -> str | None:
-        """The line that ends the sweep when the model's stopping rule holds, else None."""
+    def stop_line(
+        self, study: Study, budget, starts_left: int, below: stopping.Below | None = None
+    ) -> str | None:
+        """The line that ends the sweep when one of the model's stopping rules holds, else None;
+        `below` arms the speculation-off rule (`stopping.decide`). Only with the model sampler:
+        the stopping switch is its option (search.sampler.stop), and another sampler's sweep,
+        which the model only watches, runs its search.n_trials."""
         sampler = model_sampler(study.sampler)
         if not self.stop or sampler is None:
             return None
-        decision = stopping.decide(sampler, study)
+        decision = stopping.decide(sampler, study, below)
         if decision is None:
             return None
         trials = study.get_trials(deepcopy=False)
