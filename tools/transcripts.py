@@ -5,11 +5,10 @@ and their console as printed. Every number in them is SIMULATED.
     python tools/transcripts.py [--only NAME] [--scratch DIR]
 
 one-study-per-setup   `make sweep`, then `specsweep sweep hardware=8x_h200`: its own study
-resume-and-deploy     `make sweep` stopped with Ctrl-C during its fifth trial, the resume line it
+resume-and-deploy     `make sweep` stopped with Ctrl-C during its third trial, the resume line it
                       printed, then the Deploy line's Next (re-measure and export), as printed
 
-A transcript keeps every line but the start-up and run lines of trials after the first, which
-repeat the first's shape (`    ...` marks them). About 9 minutes on a 2-core machine.
+A transcript keeps every line the console printed (one per trial: the sweep's default).
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "transcripts"
 SHELL = {**os.environ, "PATH": "/usr/bin:/bin", "COLUMNS": "120"}
-TRIAL = re.compile(r"^\[(\d+)/\d+\] trial_")
-KEPT = ("→", "model predicted")  # of a later trial: its outcome, the model beside it
 
 
 def run(command: str) -> str:
@@ -66,23 +63,8 @@ def interrupted(command: str, results: Path, trial: str) -> str:
     return out
 
 
-def trimmed(text: str) -> str:
-    """The console without the start-up and run lines of trials after the first."""
-    lines, out, trial, skipping = text.splitlines(), [], 0, False
-    for line in lines:
-        start = TRIAL.match(line)
-        if start:
-            trial, skipping = int(start.group(1)), False
-        elif line.startswith(("The study", "[baseline re-check]", "[resolve")):
-            trial = 0
-        if trial > 1 and line.startswith("    ") and not line.strip().startswith(KEPT):
-            if not skipping:
-                out.append("    ...")
-            skipping = True
-            continue
-        skipping = False
-        out.append(line.rstrip())
-    return "\n".join(out)
+def as_printed(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.splitlines())
 
 
 def after(text: str, pattern: str) -> str:
@@ -100,13 +82,13 @@ def header(title: str, scratch: Path) -> list[str]:
         f"{os.cpu_count()}-core machine without a GPU, from the checkout with the virtualenv "
         f"not on PATH (as `make sweep` leaves a shell), results in `{scratch}`. Every number is "
         "**SIMULATED** (engine=sim): the simulator's model of the deployment, not a hardware "
-        "measurement. `    ...` marks the start-up and run lines of trials after the first.",
+        "measurement.",
         "",
     ]
 
 
 def section(title: str, command: str, text: str, note: str) -> list[str]:
-    return [f"## {title}", "", f"`{command}`", "", note, "", "```", trimmed(text), "```", ""]
+    return [f"## {title}", "", f"`{command}`", "", note, "", "```", as_printed(text), "```", ""]
 
 
 def one_study_per_setup(scratch: Path) -> str:
@@ -142,7 +124,7 @@ def one_study_per_setup(scratch: Path) -> str:
 
 def resume_and_deploy(scratch: Path) -> str:
     first = f"make sweep ARGS=tracking.dir={scratch}"
-    stopped = interrupted(first, scratch, "trial_0004")
+    stopped = interrupted(first, scratch, "trial_0002")
     resume = after(stopped, r"^To resume: (.*?)   \(")
     resumed = run(resume)
     reproduce = after(resumed, r"^  Next: (.*?)   \(")
@@ -151,7 +133,7 @@ def resume_and_deploy(scratch: Path) -> str:
         [
             *header("the default sweep, interrupted, resumed and exported", scratch),
             *section(
-                "1. Ctrl-C during the fifth trial",
+                "1. Ctrl-C during the third trial",
                 first,
                 stopped,
                 "The server is stopped and what was measured kept; there is no answer yet, so "
@@ -162,8 +144,8 @@ def resume_and_deploy(scratch: Path) -> str:
                 "2. The resume line, as printed",
                 resume,
                 resumed,
-                "The same study: the baseline reused, the interrupted trial run again, the rest "
-                "of its 12 trials, then the study's answer over all of them.",
+                "The same study: the baseline reused, the interrupted trial run again, the search "
+                "on until its answer is settled, then the study's answer over all its trials.",
             ),
             *section(
                 "3. The Next line, as printed",

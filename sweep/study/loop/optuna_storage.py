@@ -129,11 +129,11 @@ def stale_callback(study: optuna.Study) -> Any:
 def queue_again(study: optuna.Study, trial: optuna.Trial) -> None:
     """An interrupted trial (its worker was stopped, e.g. at a SLURM time limit) queued again
     with its parameters, as the heartbeat queues a dead worker's: its configuration was never
-    measured, and the next ask in any worker takes it. Without heartbeats, as for a crashed
-    sweep's trials, it stays failed."""
-    callback = stale_callback(study)
-    if callback is not None:
-        callback(study, stored_trial(study, trial))
+    measured, and the next ask in any worker takes it. Without heartbeats (a local sweep) the
+    same callback queues it, so the resume line's "the interrupted trial runs again" holds
+    there too; a crashed sweep's trials, which no one interrupted, stay failed."""
+    callback = stale_callback(study) or optuna.storages.RetryFailedTrialCallback()
+    callback(study, stored_trial(study, trial))
 
 
 def stored_trial(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> FrozenTrial:
