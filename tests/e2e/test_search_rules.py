@@ -1,4 +1,5 @@
-"""The search through the real CLI: nothing known is launched again; a killed sweep resumes."""
+"""The search through the real CLI: nothing known is launched again, nor a dominated tree; a killed
+sweep resumes."""
 
 from __future__ import annotations
 
@@ -268,3 +269,42 @@ def test_a_gpu_hour_budget_is_the_studys_and_a_resumed_sweep_finishes_it(tmp_pat
             study_name="kimi-k25-eagle3", storage=f"sqlite:///{tmp_path}/optuna.db"
         ).trials
     ) == len(study.trials)
+
+
+def test_a_dominated_tree_is_recorded_with_its_reason_and_never_launched(tmp_path):
+    """2/4/3 verifies the tree 2/2/3 does in every round (SGLang 0.5.23 keeps the
+    num_draft_tokens - 1 best-scored drafts: eagle_utils.py organize_draft_results), at more
+    draft work: the sweep records it as dominated, starts no server for it, and launches 2/2/3."""
+    port = free_port()
+    tree = "speculative_num_steps:2,speculative_num_draft_tokens:3,mem_fraction_static:0.85"
+    proc = sweep(
+        tmp_path,
+        port,
+        "search.space={speculative_num_steps:{type:categorical,choices:[2]},"
+        "speculative_eagle_topk:{type:categorical,choices:[2,4]},"
+        "speculative_num_draft_tokens:{type:int,low:3,high:3},"
+        "mem_fraction_static:{type:categorical,choices:[0.85]},"
+        "hicache_size:{type:categorical,choices:[0]}}",
+        f"search.enqueue=[{{speculative_eagle_topk:4,{tree}}},{{speculative_eagle_topk:2,{tree}}}]",
+        "search.memory=sample",
+        "search.n_trials=2",
+        "search.remeasure_baseline=false",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    study_dir = tmp_path / "kimi-k25-eagle3"
+    dominated = json.loads((study_dir / "trial_0000" / "result.json").read_text())
+    assert dominated["outcome"] == "dominated"
+    assert dominated["params"]["speculative_eagle_topk"] == 4
+    assert "dominated by 2/2/3" in dominated["error"]
+    assert "organize_draft_results" in dominated["error"]
+    assert not launched(study_dir / "trial_0000")
+    ran = json.loads((study_dir / "trial_0001" / "result.json").read_text())
+    assert ran["outcome"] == "ok" and ran["params"]["speculative_eagle_topk"] == 2
+    assert launched(study_dir / "trial_0001")
+    assert "Server starts saved:" in proc.stdout
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs(
+        [client.get_experiment_by_name("kimi-k25-eagle3").experiment_id],
+        "tags.`specsweep.outcome` = 'dominated'",
+    )
+    assert runs and all(r.data.params["speculative_eagle_topk"] == "4" for r in runs)
