@@ -315,6 +315,8 @@ class StudyRun:
                 console.print(f"{self.plan.slots} GPU slots side by side (GPUs {groups})")
             else:
                 console.print(f"1 GPU slot (GPUs {groups}), locked against other workers here")
+        for prior in priors.left_out(cfg.search, self.plan.objective):
+            console.print(f"search.enqueue: a prior left out, {prior}", soft_wrap=True)
         console.print(f"results in {self.study_dir}", soft_wrap=True)
         notice = software_notice(self._changed_software(study))
         if notice:

@@ -75,14 +75,14 @@ def configurations(space: SearchSpace, others: tuple[str, ...]) -> list[Config]:
     tokens whatever is asked; above, at most the tree's capacity) times the other knobs' values."""
     p = space.params
     shapes: list[Shape] = []
-    for s in range(int(p[STEPS].low), int(p[STEPS].high) + 1):
-        for k in p[TOPK].choices:
+    for s in sorted(int(v) for v in p[STEPS].levels()):
+        for k in p[TOPK].levels():
             forced = forced_draft_tokens(s, k)
             if forced is not None:
                 shapes.append((s, int(k), forced))
                 continue
-            top = min(int(p[DRAFT].high), draft_tree_capacity(s, k))
-            shapes += [(s, int(k), d) for d in range(max(2, int(p[DRAFT].low)), top + 1)]
+            top = draft_tree_capacity(s, k)
+            shapes += [(s, int(k), int(d)) for d in sorted(p[DRAFT].levels()) if 2 <= d <= top]
     shapes = list(dict.fromkeys(shapes))
     choices = [[(n, v) for v in p[n].choices] for n in others]
     return [Config(sh, tuple(combo)) for sh in shapes for combo in itertools.product(*choices)]
@@ -108,7 +108,7 @@ class Predictor:
         self.target, self.space, self.others = target, space, others
         self.noise = noise
         self.rng = np.random.default_rng(seed)
-        self.depth = int(space.params[STEPS].high)
+        self.depth = max(int(v) for v in space.params[STEPS].levels())
         self.indicators = _indicator_levels(space, others)
         self.acceptance: dict[tuple[int, Any], AcceptanceModel] = {}
         self.cost: dict[int, CostModel] = {}
