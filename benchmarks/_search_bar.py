@@ -58,7 +58,8 @@ def landscape_ratios(label: str, runs: dict[str, list[Reached]]) -> dict[str, li
     """Each bar's [point, low, high] on one landscape, where both of its arms ran."""
     out = {}
     for bar in BARS:
-        if bar.arm not in runs or bar.against not in runs or (bar.single_only and not _single(label)):
+        missing = bar.arm not in runs or bar.against not in runs
+        if missing or (bar.single_only and not _single(label)):
             continue
         gh = [[r and r[1] for r in runs[a]] for a in (bar.arm, bar.against)]
         out[bar.name] = list(bootstrap_ratio(*gh))
