@@ -86,6 +86,7 @@ def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -
         nccl_tuned=nccl_proto.upper().startswith("LL"),
         hicache_size_gb=args["hicache_size"] if args["enable_hierarchical_cache"] else 0,
         graph_max_bs=args["cuda_graph_max_bs_decode"],
+        graph_bs=tuple(args.get("sim_graph_bs") or ()),
         speculation=speculation,
         kv_reserve_mib=_kv_reserve_mib(args, target.architecture, ns),
     )
