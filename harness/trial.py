@@ -109,8 +109,13 @@ def effective_params(info: dict[str, Any], gpus: str | None = None) -> dict[str,
         effective["cuda_graph_max_bs_decode"] = decode["max_bs"]
     effective.pop("cuda_visible_devices", None)
     effective |= {"cuda_visible_devices": gpus} if gpus is not None else {}
-    if effective.get("max_running_requests") is None and (states := info.get("internal_states")):
+    states = info.get("internal_states") or []
+    if effective.get("max_running_requests") is None and states:
         effective["max_running_requests"] = states[0].get("effective_max_running_requests_per_dp")
+    # the decode batch sizes captured as CUDA graphs, what a step's batch pads to (0.5.23
+    # internal_state.py `_add_disaggregation`: tp_worker.get_decode_cuda_graph_bs; 0.5.1: none)
+    if states and isinstance(captured := states[0].get("decode_cuda_graph_bs"), list):
+        effective["decode_cuda_graph_bs"] = [int(b) for b in captured]
     if info.get("enable_hierarchical_cache") is False:
         effective["hicache_size"] = 0
     return effective
