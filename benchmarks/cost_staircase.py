@@ -8,9 +8,9 @@ pads a step's requests to the next captured batch size (harness.sglang.graphs: 3
 replay the graph of 40), so launches at the same level run different padded batches. Each
 launch is the simulator's engine on an instant clock (`harness.sim.oracle.
 modelled_steady_state`, the steady-state benchmark's window), and reports what SGLang reports:
-per level the output tok/s, the accept length and the decode lines' mean #running-req, and the
-decode batch sizes it captured (/get_server_info `decode_cuda_graph_bs`). Speeds get 2% run
-noise (seeded), as a measured launch's.
+per level the output tok/s, the accept length and the decode lines' mean #running-req and
+#queue-req, and the decode batch sizes it captured (/get_server_info `decode_cuda_graph_bs`).
+Speeds get 2% run noise (seeded), as a measured launch's.
 
 Per split, the model is fitted to `--train` launches and predicts every other launch's seconds
 per verify step and stream (t = tau / output tok/s) at each level, in three forms: `line`
@@ -100,6 +100,7 @@ def launch(shape: tuple[int, int, int], fraction: float, number: int, rng: rando
             output_ci=1.96 * NOISE * output,
             runs=3,
             running=r.running,
+            queue=r.queued,
         )
         truth[c] = r.accept_len / r.output_tok_s
     obs = Observation(

@@ -83,6 +83,10 @@ def test_without_reported_graphs_the_requests_stand_for_the_batch():
     held = launch(0, (3, 1, 4), 35, graph_bs=())
     assert Load.of(held, C) == Load(35.0, 35.0)
     assert Load.of(launch(0, (3, 1, 4), 35), C) == Load(35.0, 40.0)
+    # nothing waited: every request in flight ran, the mean's dips between requests aside
+    level = Level(2.0, None, None, 900.0, 9.0, runs=3, running=7.4, queue=0.0)
+    calm = Observation(1, 3, 1, 4, (), None, {8: level}, CAPTURED, max_running=48)
+    assert Load.of(calm, 8) == Load(8.0, 8.0)
     # a level without decode lines: the concurrency under the request cap
     quiet = Observation(
         1, 3, 1, 4, (), None, {C: Level(2.0, None, None, 900.0, 9.0)}, CAPTURED, max_running=48

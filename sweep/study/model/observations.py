@@ -4,7 +4,7 @@ The driver writes `model_obs` when it tells a trial that ran (ok or stopped earl
 level, the accept length (tokens per verify step, `accept_len_c<C>`), P(>=k) with its step count
 (`harness.record.results.StepHistogram`), the speeds the objectives read (decode tok/s per
 user, output tok/s over all streams) with their 95% half-widths and the runs behind them, and the
-requests a decode step ran (the decode lines' mean `#running-req`, `running_mean_c<C>`); the
+requests a decode step ran and waited (the decode lines' mean `#running-req` and `#queue-req`); the
 decode batch sizes the server captured as CUDA graphs and its request cap (/get_server_info);
 and how long the launch took (start-up, then the benchmark). Everything the model fits is read
 back from the study, so a resumed sweep or another worker fits the same model.
@@ -53,6 +53,7 @@ class Level:
     steps: int = 0  # verify steps behind at_least
     runs: int = 0  # complete runs behind the speeds and their intervals (0: not recorded)
     running: float | None = None  # mean requests in a decode step (the decode lines' #running-req)
+    queue: float | None = None  # mean requests waiting (their #queue-req): the pool or cap binds
 
     def speed(self, field_name: str) -> tuple[float | None, float | None]:
         """(value, 95% half-width) of `decode` or `output`."""
@@ -112,6 +113,7 @@ def observation_attrs(result: TrialResult) -> dict[str, Any] | None:
             "steps": hist.steps if hist else 0,
             "runs": sum(r.concurrency == c for r in runs),
             "running": m.get(f"running_mean_c{c}"),
+            "queue": m.get(f"queue_mean_c{c}"),
         }
     if not levels:
         return None
@@ -152,6 +154,7 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
                 steps=int(v.get("steps") or 0),
                 runs=int(v.get("runs") or 0),
                 running=v.get("running"),
+                queue=v.get("queue"),
             )
             for c, v in data["levels"].items()
         }

@@ -93,10 +93,12 @@ def configurations(space: SearchSpace, others: tuple[str, ...]) -> list[Config]:
 
 @dataclass(frozen=True)
 class Load:
-    """What a decode step of one level ran: its requests (the decode lines' mean, else the
-    level's concurrency under the request cap) and the CUDA-graph batch they padded to (through
-    the sizes the launch captured; the requests themselves where none were reported or the
-    batch ran eager above them)."""
+    """What a decode step of one level ran: its requests and the CUDA-graph batch they padded to
+    (through the sizes the launch captured; the requests themselves where none were reported or
+    the batch ran eager above them). The requests are the decode lines' mean where requests
+    waited (the KV pool or the request cap held the rest back), else the level's concurrency
+    under the cap: every request in flight runs, and the mean's dips between one request's end
+    and the next one's prefill are not a smaller graph's worth."""
 
     batch: float
     padded: float
@@ -104,10 +106,10 @@ class Load:
     @staticmethod
     def of(observation: Observation, concurrency: int) -> Load:
         level = observation.levels[concurrency]
-        batch = level.running
-        if not batch:
-            cap = observation.max_running
-            batch = float(min(concurrency, cap) if cap else concurrency)
+        cap = observation.max_running
+        batch = float(min(concurrency, cap) if cap else concurrency)
+        if level.running and (level.queue is None or level.queue > 0):
+            batch = level.running
         graph = padded_batch(max(1, round(batch)), observation.graph_bs)
         return Load(batch, float(graph) if graph is not None else batch)
 
