@@ -13,13 +13,14 @@ per level the output tok/s, the accept length and the decode lines' mean #runnin
 Speeds get 2% run noise (seeded), as a measured launch's.
 
 Per split, the model is fitted to `--train` launches and predicts every other launch's seconds
-per verify step and stream (t = tau / output tok/s) at each level, in three forms: `line`
+per verify step and stream (t = tau / output tok/s) at each level, in four forms: `line`
 (`cost.features` without padding, c0..c3 per level fitted to t: the form before the staircase),
 `per request` (the same line fitted to the step, t times the requests a step ran, and divided by
-the held-out launch's requests: its requests known, its padded batch not) and `staircase` (the
-model's form: `predict.Predictor.cost_samples` at the held-out launch's reported load, the
-padded batch in). The error is against the launch's noise-free t. SIMULATED: it compares the
-forms on one model of the hardware, not the hardware.
+the held-out launch's requests: its requests known, its padded batch not), `per bucket` (that,
+plus a free offset per padded batch the fitted launches ran) and `staircase` (the model's form:
+`predict.Predictor.cost_samples` at the held-out launch's reported load, the padded batch in).
+The error is against the launch's noise-free t. SIMULATED: it compares the forms on one model of
+the hardware, not the hardware.
 
     python benchmarks/cost_staircase.py [--launches 40] [--train 12] [--splits 30] [--seed 0]
     python benchmarks/cost_staircase.py --smoke   # CI: a few launches, two splits
@@ -136,12 +137,33 @@ def line_predictions(
     return model.samples(rows, 256).mean(axis=0) / np.array([requests(o) for o in held])
 
 
+def bucket_predictions(
+    train: list[Observation], held: list[Observation], c: int, seed: int
+) -> np.ndarray:
+    """The line plus a free offset per padded batch the fitted launches ran at level `c` (the
+    first one's is 0), fitted to the step and divided by the held-out launch's requests: a cost
+    per captured bucket."""
+    buckets = sorted({Load.of(o, c).padded for o in train})
+
+    def row(o: Observation) -> list[float]:
+        padded = Load.of(o, c).padded
+        return features(o.shape, (), []) + [float(padded == b) for b in buckets[1:]]
+
+    points = []
+    for o in train:
+        lv = o.levels[c]
+        points.append(CostPoint(row(o), lv.tau / lv.output * Load.of(o, c).batch, NOISE))
+    model = CostModel(points, np.random.default_rng(seed), LINE_TERMS)
+    rows = np.array([row(o) for o in held])
+    return model.samples(rows, 256).mean(axis=0) / np.array([Load.of(o, c).batch for o in held])
+
+
 def staircase_predictions(predictor: Predictor, held: list[Observation], c: int) -> np.ndarray:
     configs = [Config(o.shape) for o in held]
     return predictor.cost_samples(c, configs, [Load.of(o, c) for o in held]).mean(axis=0)
 
 
-FORMS = ("line", "per request", "staircase")
+FORMS = ("line", "per request", "per bucket", "staircase")
 
 
 def main() -> None:
@@ -195,6 +217,7 @@ def main() -> None:
             predicted = {
                 "line": line_predictions(train, held, c, split, per_request=False),
                 "per request": line_predictions(train, held, c, split, per_request=True),
+                "per bucket": bucket_predictions(train, held, c, split),
                 "staircase": staircase_predictions(predictor, held, c),
             }
             for form, pred in predicted.items():
