@@ -23,7 +23,7 @@ Hardware (per GPU; `harness/sim/model/profiles.py` HardwareProfile):
   tokens costs 1.25x a decode step on an MoE at bs 1, TensorRT-LLM's 4 drafts 9.3 -> 14 ms).
 - gpu_memory_mib: 96 GB (RTX PRO 6000), 141 GB (H200) or 180 GB (B200) cards; activation_mib
   5,000-9,000 (sglang.md / SP §6: "reserving 5-8 GB of memory for activations is typically
-  sufficient"; profiles 6,300 and 7,500). attention_efficiency 0.25-1.0 (profiles 0.294 and 0.7).
+  sufficient"; profiles 6,300 and 7,500). attention_efficiency 0.25-1.0 (profiles 0.314 and 0.7).
 Target (Kimi-K2.5's shape is fixed; TargetProfile):
 - expert_correlation 0.55-0.85: Cohere's ~2.5x unique expert bytes for 4 verify tokens is 0.66
   (SP §2.3); MoE-Spec has wide trees approach every expert (higher).

@@ -100,7 +100,7 @@ RTX_PRO_6000_PCIE = HardwareProfile(
     # decode on sm120 is 2.2-3.7x slower than FlashInfer's native kernel (SGLang PR #27455);
     # FlashInfer's FA2-style MLA decode reaches 50-94% (flashinfer PR #551). The fit sits at the
     # low end; the seeds do not say which backend ran.
-    attention_efficiency=0.294,
+    attention_efficiency=0.314,
 )
 
 # 8x H200 (141 GB HBM3e, NVLink/NVSwitch): SGLang's reference box for Kimi-K2.5. One figure is
