@@ -6,10 +6,15 @@ CUDA graphs take, and which start-up failure, if any, the plan ends in
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from harness.sim.model.perf_model import Speculation
+
+class Speculation(Protocol):
+    """What the graphs' memory reads of perf_model.Speculation (it imports this module)."""
+
+    steps: int
+    topk: int
+    draft_tokens: int
 
 
 @dataclass(frozen=True)
