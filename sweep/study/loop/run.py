@@ -239,6 +239,7 @@ class StudyRun:
                 uncapped=uncapped.result if uncapped is not None else None,
                 total_s=time.monotonic() - self.started,
                 trials_wall_s=trials.wall_s,
+                sweeper_work=trials.work.metrics(),
                 slots=self.plan.slots,
                 this_sweep=list(session.results),
                 unreadable=whole.unreadable,

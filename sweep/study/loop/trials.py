@@ -32,6 +32,7 @@ from sweep.study.loop.baseline import Baseline
 from sweep.study.loop.budget import MAX_IDLE_PROPOSALS, Budget, spent
 from sweep.study.loop.decisions import SearchDriver, Verdict
 from sweep.study.loop.session import CLAIM_POLL_S, StudySession
+from sweep.study.loop.work import SweeperWork
 from sweep.study.model.observations import POOLED, SCREENED
 from sweep.study.model.stopping import Below
 from sweep.study.model.watch import Forecast, ModelWatch
@@ -71,6 +72,7 @@ class TrialLoop:
         stop = bool(session.cfg.search.sampler.get("stop", True))
         self.watch = ModelWatch(session.plan.space, session.plan.objective, stop)
         self.stopped_by_model = False
+        self.work = SweeperWork()  # what each trial costs this process besides its server
 
     def run(self) -> None:
         started = time.monotonic()
@@ -105,8 +107,9 @@ class TrialLoop:
                     self._starts >= self.target or budget.idle >= MAX_IDLE_PROPOSALS
                 ):
                     return
-                if self.stopped_by_model or self._model_stops():
-                    return
+                with self.work.phase("stop"):
+                    if self.stopped_by_model or self._model_stops():
+                        return
                 self._next_index += 1
                 self._starts += 1  # until it turns out to launch nothing
                 start, walls = self.spent_before + self._starts, list(self._walls)
@@ -190,7 +193,7 @@ class TrialLoop:
         study = self.session.study
         # One ask at a time in this worker: sqlite has no SELECT ... FOR UPDATE, so two threads
         # could both pop the same queued trial (PostgreSQL locks the row across workers).
-        with self._ask_lock:
+        with self._ask_lock, self.work.phase("ask"):
             # a dead worker's trials: failed and queued again for us
             optuna_storage.fail_stale(study)
             trial = study.ask()
@@ -219,10 +222,11 @@ class TrialLoop:
         source = job_cfg = claimed = None
         forecast: Forecast | None = None
         try:
-            job_cfg = session.jobs.compose(overrides)
-            spec = build_trial_spec(job_cfg)
-            candidate = candidate_for(spec.server, session.plan.setup_key)
-            verdict = self._verdict_or_claim(candidate, trial.number, name)
+            with self.work.phase("decide"):
+                job_cfg = session.jobs.compose(overrides)
+                spec = build_trial_spec(job_cfg)
+                candidate = candidate_for(spec.server, session.plan.setup_key)
+                verdict = self._verdict_or_claim(candidate, trial.number, name)
             source = verdict.source
             if verdict.launch:
                 claimed = candidate.key
@@ -232,8 +236,9 @@ class TrialLoop:
                         f"    re-checking a predicted OOM: only trial_{source.number:04d} "
                         "(another memory group) says this one runs out"
                     )
-                forecast = self.watch.forecast(session.study, trial, candidate)
-                screen = self.watch.screens(session.study, trial)
+                with self.work.phase("forecast"):
+                    forecast = self.watch.forecast(session.study, trial, candidate)
+                    screen = self.watch.screens(session.study, trial)
                 extra = ["benchmark.runs=1", "benchmark.adaptive=false"] if screen else []
                 # in full after a screen: the runs it did not measure, its run pooled in after
                 earlier = None if screen else screens.screen_of(session.study, candidate.key)
@@ -271,15 +276,17 @@ class TrialLoop:
             raise
         result.number = trial.number
         session.keep(result)
-        run_id = session.log(result, self.baseline.tok_s, self.baseline.runs)
-        trial.set_user_attr("folder", result.folder)
-        trial.set_user_attr("mlflow_run_id", run_id)
-        # Told before the claim goes: a waiting worker then finds the result, never neither.
-        session.driver.tell(trial, candidate, result, self.baseline.tok_s, source)
-        if claimed:
-            session.claims.release(claimed)
-        session.reporter(name).trial_done(result, self.baseline.result)
-        line = self.watch.line(forecast, result)
+        with self.work.phase("log"):
+            run_id = session.log(result, self.baseline.tok_s, self.baseline.runs)
+        with self.work.phase("tell"):
+            trial.set_user_attr("folder", result.folder)
+            trial.set_user_attr("mlflow_run_id", run_id)
+            # Told before the claim goes: a waiting worker then finds the result, never neither.
+            session.driver.tell(trial, candidate, result, self.baseline.tok_s, source)
+            if claimed:
+                session.claims.release(claimed)
+            session.reporter(name).trial_done(result, self.baseline.result)
+            line = self.watch.line(forecast, result)
         if line is not None and (session.console.verbose or self.watch.missed(forecast, result)):
             console.print(f"    [dim]{line}[/dim]", soft_wrap=True)
         if result.outcome is Outcome.INTERRUPTED:
