@@ -199,7 +199,7 @@ class StudyRun:
         cfg = self.cfg
         baseline = Baseline(session)
         uncapped = Baseline(session, uncapped=True) if needs_uncapped(cfg) else None
-        trials = TrialLoop(session, baseline)
+        trials = TrialLoop(session, baseline, uncapped)
         phase = ResolvePhase(session, baseline, uncapped)
         status, moment = "FAILED", "during the baseline"
         try:

@@ -26,7 +26,8 @@ from sweep.config.specs import build_trial_spec
 from sweep.readout.console import console
 from sweep.study.answer import pooling
 from sweep.study.answer.all_sweeps import launches_spent, queued_again, study_results
-from sweep.study.answer.settled import slower_best
+from sweep.study.answer.equal_caps import cap_of
+from sweep.study.answer.settled import slower_best, slower_per_level
 from sweep.study.loop import optuna_storage, screens
 from sweep.study.loop.baseline import Baseline
 from sweep.study.loop.budget import MAX_IDLE_PROPOSALS, Budget, spent
@@ -53,9 +54,10 @@ def trials_to_run(search, study: optuna.Study) -> tuple[int, int]:
 
 
 class TrialLoop:
-    def __init__(self, session: StudySession, baseline: Baseline):
+    def __init__(self, session: StudySession, baseline: Baseline, uncapped: Baseline | None = None):
         self.session = session
         self.baseline = baseline
+        self.uncapped = uncapped  # above the equal cap, what the per-level answer compares with
         self.wall_s: float | None = None  # the trials' wall time, once they ran
         self._lock = threading.Lock()  # the index, the walls and the error count across slots
         self._ask_lock = threading.Lock()
@@ -144,7 +146,11 @@ class TrialLoop:
     def _model_stops(self) -> bool:
         """search.sampler=model: the stopping rules (sweep.study.model.stopping), said once."""
         line = self.watch.stop_line(
-            self.session.study, self.budget, max(self.target - self._starts, 0), self._below()
+            self.session.study,
+            self.budget,
+            max(self.target - self._starts, 0),
+            self._below(),
+            self._below_per_level(),
         )
         if line is None:
             return False
@@ -165,6 +171,24 @@ class TrialLoop:
         if slower is None:
             return None
         return Below(slower.best, slower.speedup, slower.baseline_lower)
+
+    def _below_per_level(self) -> dict[int, Below] | None:
+        """Under a load profile: each level where the best measured trial is slower than the
+        baseline beyond the interval, in the speed the model predicts there (what arms each
+        level's speculation-off rule); None for a single-level objective."""
+        target = self.watch.target
+        if not self.watch.stop or target is None or len(target.levels) < 2:
+            return None
+        with self.session.lock:
+            mine = list(self.session.results)
+        results = study_results(self.session.study, mine).results
+        uncapped = self.uncapped.result if self.uncapped is not None else None
+        base = self.baseline.result
+        cap = cap_of(base) if base is not None else None
+        found = slower_per_level(
+            results, base, self.session.plan.objective, target.speed, uncapped, cap
+        )
+        return {c: Below(s.best, s.speedup, s.baseline_lower) for c, s in found.items()}
 
     def _side_by_side(self) -> None:
         slots = self.session.plan.slots

@@ -70,6 +70,17 @@ class Knowledge:
         self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
         self.screened = {Config(o.shape, o.others) for o in own if o.screened}
         self.screened_values = screened_values(trials, own, study.objective.metrics[0])
+        # each level's one-run speed of the screened configurations (the per-level rules)
+        self.screened_levels = {
+            c: {
+                Config(o.shape, o.others): speed
+                for o in own
+                if o.screened
+                and c in o.levels
+                and (speed := o.levels[c].speed(study.target.speed)[0]) is not None
+            }
+            for c in study.target.levels
+        }
         # what has been launched of each kind (here or in an earlier study)
         self.forms = {o.topk for o in self.observations} | {
             pair for o in self.observations for pair in o.others
@@ -111,6 +122,15 @@ class Knowledge:
         own run (`anchored`)."""
         assert self.predictor is not None
         return anchored(self.predictor.samples(configs), configs, self.screened_values, self.noise)
+
+    def level_draws(self, configs: list[Config]) -> dict[int, np.ndarray]:
+        """Each level's speed draws (`Predictor.level_samples`), those of screened
+        configurations anchored to their own run at that level."""
+        assert self.predictor is not None
+        return {
+            c: anchored(draws, configs, self.screened_levels[c], self.noise)
+            for c, draws in self.predictor.level_samples(configs).items()
+        }
 
     def opening(self) -> Config | None:
         """Chains until two lengths are tried (here, as a prior, or in an earlier study): the

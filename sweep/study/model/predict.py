@@ -147,10 +147,20 @@ class Predictor:
         return self.acceptance[(c, drafter)]
 
     def samples(self, configs: list[Config], n: int = SAMPLES) -> np.ndarray:
-        """Objective draws, n x len(configs)."""
+        """Objective draws, n x len(configs): the levels' speeds, weighted."""
         out = np.zeros((n, len(configs)))
-        for c, w in zip(self.target.levels, self.target.weights, strict=True):
-            rows = np.array([features(cf.shape, cf.others, self.indicators) for cf in configs])
+        for w, speeds in zip(
+            self.target.weights, self.level_samples(configs, n).values(), strict=True
+        ):
+            out += w * speeds
+        return out
+
+    def level_samples(self, configs: list[Config], n: int = SAMPLES) -> dict[int, np.ndarray]:
+        """Each level's speed draws (decode or output tok/s, the target's), n x len(configs):
+        tau / t at that level, the joint draws the objective weights together."""
+        out: dict[int, np.ndarray] = {}
+        rows = np.array([features(cf.shape, cf.others, self.indicators) for cf in configs])
+        for c in self.target.levels:
             t = self.cost[c].samples(rows, n)
             taus = np.empty_like(t)
             for drafter in {cf.drafter for cf in configs}:
@@ -159,7 +169,7 @@ class Predictor:
                 for i, cf in enumerate(configs):
                     if cf.drafter == drafter:
                         taus[:, i] = model.tau_samples(cf.shape, rates, rho)
-            out += w * taus / t
+            out[c] = taus / t
         return out
 
     def summary(self, configs: list[Config]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

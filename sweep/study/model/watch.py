@@ -119,16 +119,22 @@ class ModelWatch:
         return text
 
     def stop_line(
-        self, study: Study, budget, starts_left: int, below: stopping.Below | None = None
+        self,
+        study: Study,
+        budget,
+        starts_left: int,
+        below: stopping.Below | None = None,
+        levels_below: dict[int, stopping.Below] | None = None,
     ) -> str | None:
         """The line that ends the sweep when one of the model's stopping rules holds, else None;
-        `below` arms the speculation-off rule (`stopping.decide`). Only with the model sampler:
+        `below` arms the speculation-off rule (`stopping.decide`), `levels_below` each level's
+        under a load profile. Only with the model sampler:
         the stopping switch is its option (search.sampler.stop), and another sampler's sweep,
         which the model only watches, runs its search.n_trials."""
         sampler = model_sampler(study.sampler)
         if not self.stop or sampler is None:
             return None
-        decision = stopping.decide(sampler, study, below)
+        decision = stopping.decide(sampler, study, below, levels_below)
         if decision is None:
             return None
         trials = study.get_trials(deepcopy=False)
