@@ -145,12 +145,13 @@ class TrialLoop:
 
     def _model_stops(self) -> bool:
         """search.sampler=model: the stopping rules (sweep.study.model.stopping), said once."""
+        per_level = self._below_per_level()  # a load profile's rules read each level alone
         line = self.watch.stop_line(
             self.session.study,
             self.budget,
             max(self.target - self._starts, 0),
-            self._below(),
-            self._below_per_level(),
+            self._below() if per_level is None else None,
+            per_level,
         )
         if line is None:
             return False
