@@ -1,6 +1,6 @@
-"""A local sweep's sqlite stores are opened in write-ahead-log mode (sweep.tracking.runs
-.write_ahead_log), the mode the file keeps, and the stores work in it: Optuna's study and its
-attributes, read back by a second connection."""
+"""A local sweep's sqlite stores are opened in write-ahead-log mode (sweep.tracking.sqlite_wal),
+the mode the file keeps, and the stores work in it: Optuna's study and its attributes, read back
+by a second connection."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sqlite3
 
 import optuna
 
-from sweep.tracking.runs import write_ahead_log
+from sweep.tracking.sqlite_wal import write_ahead_log
 
 
 def _mode(path) -> str:

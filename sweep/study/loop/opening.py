@@ -36,7 +36,8 @@ from sweep.study.search.space import SearchSpace, space_hash
 from sweep.study.trial import capacity
 from sweep.study.trial.objective import Objective
 from sweep.tracking import identity
-from sweep.tracking.runs import Tracker, resolve_sqlite_uri, write_ahead_log
+from sweep.tracking.runs import Tracker, resolve_sqlite_uri
+from sweep.tracking.sqlite_wal import write_ahead_log
 
 LOCAL_LEASE_S = 600.0  # claims without heartbeats (sqlite): a dead sweep's expire after this
 

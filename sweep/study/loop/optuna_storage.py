@@ -29,7 +29,8 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from harness.errors import ConfigError
 from harness.server.redact import redact_url_passwords
-from sweep.tracking.runs import resolve_sqlite_uri, write_ahead_log
+from sweep.tracking.runs import resolve_sqlite_uri
+from sweep.tracking.sqlite_wal import write_ahead_log
 
 
 def redact_url(url: str) -> str:
