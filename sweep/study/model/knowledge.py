@@ -138,8 +138,8 @@ class Knowledge:
         cost line's other end). A prior chain is one of the two: a prior costs a launch, and
         the line through 3 and 5 steps is extrapolated to 1 rather than interpolated, a wider
         band the model pays for only if the short chains are worth proposing."""
-        depth = int(self.space.params[STEPS].high)
-        low = int(self.space.params[STEPS].low)
+        steps_searched = [int(v) for v in self.space.params[STEPS].levels()]
+        depth, low = max(steps_searched), min(steps_searched)
         first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
         chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1} | self.earlier_chains
         if len(chains) >= 2:
