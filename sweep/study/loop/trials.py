@@ -25,7 +25,7 @@ from harness.server.process import stop_all
 from sweep.config.specs import build_trial_spec
 from sweep.readout.console import console
 from sweep.study.answer import pooling
-from sweep.study.answer.all_sweeps import launches_spent, queued_again, study_results
+from sweep.study.answer.all_sweeps import study_results
 from sweep.study.answer.equal_caps import cap_of
 from sweep.study.answer.settled import slower_best, slower_per_level
 from sweep.study.loop import optuna_storage, screens
@@ -33,6 +33,7 @@ from sweep.study.loop.baseline import Baseline
 from sweep.study.loop.budget import MAX_IDLE_PROPOSALS, Budget, spent
 from sweep.study.loop.decisions import SearchDriver, Verdict
 from sweep.study.loop.session import CLAIM_POLL_S, StudySession
+from sweep.study.loop.trial_count import trials_to_run
 from sweep.study.loop.work import SweeperWork
 from sweep.study.model.observations import POOLED, SCREENED
 from sweep.study.model.stopping import Below
@@ -41,16 +42,6 @@ from sweep.study.trial import unlaunched
 from sweep.study.trial.candidates import Candidate, candidate_for
 
 MAX_CONSECUTIVE_ERRORS = 3
-
-
-def trials_to_run(search, study: optuna.Study) -> tuple[int, int]:
-    """(starts the study spent before this sweep, starts this sweep makes). With several workers
-    started together each sees the same remainder, as Optuna's optimize counts per process; a
-    trial queued again after an interruption is run even where nothing else is left."""
-    if search.get("n_trials_scope", "study") == "sweep":
-        return 0, int(search.n_trials)
-    spent = launches_spent(study)
-    return spent, max(int(search.n_trials) - spent, queued_again(study))
 
 
 class TrialLoop:
