@@ -18,6 +18,7 @@ from sweep.study.search.space import SearchSpace
 from sweep.study.trial.candidates import candidate_for
 from sweep.study.trial.capacity import Demand, binds, demand_for
 from sweep.study.trial.objective import Objective
+from sweep.study.trial.screened import SCREENED
 from tests.unit.test_feasibility import SPACE, server, values
 
 LOAD = Objective("throughput", 64)  # reads concurrency 64 only
@@ -237,3 +238,34 @@ def test_the_benchmark_says_what_a_request_holds():
     assert turns is not None and (turns.rounds, turns.users) == (4, 96)
     assert binds(study.trials, 64, Demand(0, 400, rounds=4, users=96)) is True
     assert binds(study.trials, 64, Demand(0, 400, rounds=4, users=48)) is False
+
+
+# -- a screened configuration launched in full -------------------------------------------------
+def test_a_screened_configuration_runs_in_full_at_its_screens_fraction():
+    # Under `ceiling` the fraction climbs towards the OOM boundary trial by trial; a screen of
+    # 2/2/3 at 0.88 relaunched in full at the next bisection point would pool two servers whose
+    # pools admit different numbers of requests. Its full launch runs at 0.88; another
+    # configuration goes on bisecting.
+    study = optuna.create_study(
+        sampler=MemorySampler(optuna.samplers.RandomSampler(seed=0), "ceiling", 64, DEMAND),
+        directions=["maximize"],
+    )
+    driver = SearchDriver(study, LOAD, gpus_per_trial=8)
+    told(study, driver, values(mem=0.85), Outcome.OK, pool=NEED_64 // 2)
+    t = study.ask(fixed_distributions={})
+    screen = TrialResult("t", "trial", Outcome.PRUNED, "sim", True, 1.0, {}, warnings=[SCREENED])
+    screen.wall_s, screen.startup_s, screen.startup_wall_s = 700.0, 600.0, 600.0
+    screen.metrics = {"output_tok_s_c64": 1000.0}
+    screen.effective = {"max_total_num_tokens": NEED_64 // 2}
+    tree = values(steps=2, topk=2, draft=3, mem=0.88)
+    driver.tell(t, candidate_for(server(tree), "ctx"), screen, None)
+    assert study.trials[-1].user_attrs[SCREENED]
+    space = SearchSpace.from_config(OmegaConf.create(SPACE))
+
+    def full(vals: dict) -> float:
+        vals = {k: v for k, v in vals.items() if k != "mem_fraction_static"}
+        study.enqueue_trial(vals)
+        return space.suggest(study.ask())["mem_fraction_static"]
+
+    assert full(tree) == 0.88
+    assert full(values(steps=2, topk=2, draft=4)) == 0.90  # bisecting (0.85, 0.94]

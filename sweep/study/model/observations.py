@@ -24,12 +24,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.results import Outcome, TrialResult
 from harness.record.stats import t975
+from sweep.study.trial.screened import POOLED, SCREENED
 
 ATTR = "model_obs"
-SCREENED = "screened"  # the trial attribute (and result warning) of a one-run screening launch
-# A full launch's attribute: the screening trial whose runs its record pools (sweep.study.loop.
-# screens); the model then reads that configuration from the full trial alone, which holds them.
-POOLED = "pooled_screen"
+# SCREENED: the trial attribute of a one-run screening launch; POOLED: a full launch's, naming the
+# screen whose runs its record pools (the model reads that configuration from the full trial).
 # A run's relative spread before the study has measured one (a launch of one run has no
 # interval); on the seeds' boxes single runs strayed +-10%, about two of these.
 UNKNOWN_NOISE = 0.05

@@ -60,6 +60,7 @@ from sweep.study.trial import capacity
 from sweep.study.trial.candidates import Candidate
 from sweep.study.trial.capacity import Demand
 from sweep.study.trial.feasibility import STARTED, Boundary, Feasibility, group_of
+from sweep.study.trial.screened import screen_fraction
 
 HICACHE = "hicache_size"
 PRIOR_FRACTION = f"prior.{FRACTION}"  # an enqueued prior's fraction, as a user attribute
@@ -141,6 +142,9 @@ class MemorySampler(BaseSampler):
     def __init__(self, base: BaseSampler, mode: str, level: int = 1, demand: Demand | None = None):
         assert mode in ("pin", "ceiling", "auto")
         self.base, self.mode, self.level, self.demand = base, mode, level, demand
+        # what the wrapped sampler chose for each trial (a knob suggested after the fraction,
+        # HiCache, is known from here before it is suggested)
+        self.relative: dict[int, dict[str, Any]] = {}
 
     def policy(self, study: Study) -> str:
         """`pin` or `ceiling` for the study's next trial, read from its trials (so a resumed
@@ -165,7 +169,9 @@ class MemorySampler(BaseSampler):
         return {k: v for k, v in space.items() if k not in managed}
 
     def sample_relative(self, study: Study, trial: FrozenTrial, search_space) -> dict[str, Any]:
-        return self.base.sample_relative(study, trial, search_space)
+        values = self.base.sample_relative(study, trial, search_space)
+        self.relative[trial.number] = dict(values)
+        return values
 
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution
@@ -199,9 +205,12 @@ class MemorySampler(BaseSampler):
         prior = trial.user_attrs.get(PRIOR_FRACTION)
         if prior is not None and policy != "pin" and not _known_to_fail(prior, feasibility):
             reference = _snap(float(prior), grid)  # a prior runs where it was configured to
-        probe = _probe(trials, trial)
+        probe = _probe(trials, trial, self.relative.get(trial.number, {}))
         if probe is None:
             return reference
+        screened = screen_fraction(trials, probe)
+        if screened is not None:  # its full launch: the same server as its screen
+            return _snap(screened, grid)
         b = feasibility.boundary(probe)
         allowed = [
             v for v in grid if (b.ooms is None or v < b.ooms) and (b.floor is None or v > b.floor)
@@ -286,16 +295,19 @@ def _snap(value: float, grid: list[float]) -> float:
     return min(grid, key=lambda v: abs(v - value))
 
 
-def _probe(trials: list[FrozenTrial], trial: FrozenTrial) -> Candidate | None:
-    """The candidate `trial` is becoming, as far as its sampled values tell (the setup from the
-    study's latest candidate; the fraction not yet chosen)."""
+def _probe(
+    trials: list[FrozenTrial], trial: FrozenTrial, relative: dict[str, Any] | None = None
+) -> Candidate | None:
+    """The candidate `trial` is becoming, as far as its values tell (those suggested, and
+    `relative`: what the wrapped sampler chose for it; the setup from the study's latest
+    candidate; the fraction not yet chosen)."""
     latest = max(
         (t for t in trials if "candidate" in t.user_attrs), key=lambda t: t.number, default=None
     )
     if latest is None:
         return None
     c = Candidate.from_dict(latest.user_attrs["candidate"])
-    params = trial.params
+    params = {**(relative or {}), **trial.params}
     draft = trial.user_attrs.get(f"derived.{DRAFT}", params.get(DRAFT, c.draft_tokens))
     return replace(
         c,
