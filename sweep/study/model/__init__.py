@@ -1,6 +1,7 @@
 """The speculative-decoding model of a study: what it has measured, predicting what it has not.
 
 observations  what one measured trial tells the model (accept length, P(>=k), speed per level)
+admission     the requests the KV pool admits per level, from the pools the launches reported
 acceptance    tokens per verify step: per-depth P(>=k) for chains, a sibling factor for trees
 cost          seconds per verify iteration, linear in the launch's features, per level
 predict       the objective of every unmeasured configuration, with an interval

@@ -14,11 +14,14 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
+from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from sweep.config.fraction import FRACTION
 from sweep.study.model import observations
 from sweep.study.model.observations import SCREENED, run_noise
 from sweep.study.model.predict import Config, Predictor, Target, configurations
+from sweep.study.search.memory import fraction_grid
 from sweep.study.search.space import STEPS, SearchSpace
 
 ATTEMPTS = 2  # a configuration is launched at most this often without a measurement
@@ -69,6 +72,17 @@ class Knowledge:
         self.noise = run_noise(self.observations, study.target.levels, study.target.speed)
         self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
         self.screened = {Config(o.shape, o.others) for o in own if o.screened}
+        self.screened_fractions = {
+            Config(o.shape, o.others): o.fraction for o in own if o.screened and o.fraction
+        }
+        self.fraction_grid = _fraction_grid(self.space)
+        # (draft tokens, fraction) of every launch that ran out of GPU memory
+        self.gpu_ooms = [
+            (int(t.user_attrs["candidate"].get("draft_tokens") or 1), float(m))
+            for t in trials
+            if t.user_attrs.get("oom_kind") == "gpu"
+            and (m := (t.user_attrs.get("candidate") or {}).get("mem_fraction_static"))
+        ]
         self.screened_values = screened_values(trials, own, study.objective.metrics[0])
         # what has been launched of each kind (here or in an earlier study)
         self.forms = {o.topk for o in self.observations} | {
@@ -106,11 +120,32 @@ class Knowledge:
                 noise=self.noise,
             )
 
-    def draws(self, configs: list[Config]) -> np.ndarray:
-        """The predictor's objective draws, those of screened configurations anchored to their
-        own run (`anchored`)."""
+    def draws(
+        self, configs: list[Config], fractions: list[float | None] | None = None
+    ) -> np.ndarray:
+        """The predictor's objective draws, each at `fractions` (default: the fraction it would
+        run at, `fraction`), those of screened configurations anchored to their own run
+        (`anchored`)."""
         assert self.predictor is not None
-        return anchored(self.predictor.samples(configs), configs, self.screened_values, self.noise)
+        fractions = fractions or [self.fraction(c) for c in configs]
+        draws = self.predictor.samples(configs, fractions=fractions)
+        return anchored(draws, configs, self.screened_values, self.noise)
+
+    def fraction(self, config: Config) -> float | None:
+        """The memory fraction `config` would run at, as far as the study can say: a screened
+        configuration's screen's (its full launch runs there, `sweep.study.trial.screened`);
+        else the largest in the space below every GPU OOM of a launch needing no more memory
+        beyond the pool (no more draft tokens): the memory policy holds the fraction where the
+        pool holds the load and raises it towards there where it binds. None where the space
+        does not search the fraction."""
+        if config in self.screened_fractions:
+            return self.screened_fractions[config]
+        if not self.fraction_grid:
+            return None
+        draft = config.shape[2]
+        ooms = [m for d, m in self.gpu_ooms if d <= draft]
+        below = [v for v in self.fraction_grid if not ooms or v < min(ooms) - 1e-9]
+        return max(below) if below else min(self.fraction_grid)
 
     def opening(self) -> Config | None:
         """Chains until two lengths are tried (here, as a prior, or in an earlier study): the
@@ -169,6 +204,17 @@ class Knowledge:
         for hours, share, measured in rows:
             out += hours * ((1 - share) + share * measured / np.maximum(predicted, 1e-9))
         return out / len(rows)
+
+
+def _fraction_grid(space: SearchSpace) -> list[float]:
+    """The fractions the space searches (the memory policy's grid), empty where it does not."""
+    p = space.params.get(FRACTION)
+    if p is None:
+        return []
+    if p.type == "categorical":
+        return fraction_grid(CategoricalDistribution(list(p.choices)))
+    assert p.low is not None and p.high is not None
+    return fraction_grid(FloatDistribution(p.low, p.high, step=p.step))
 
 
 def screened_values(trials: list[FrozenTrial], own, metric: str) -> dict[Config, float]:

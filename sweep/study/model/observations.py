@@ -2,10 +2,12 @@
 
 The driver writes `model_obs` when it tells a trial that ran (ok or stopped early): per measured
 level, the accept length (tokens per verify step, `accept_len_c<C>`), P(>=k) with its step count
-(`harness.record.results.StepHistogram`), and the speeds the objectives read (decode tok/s per
-user, output tok/s over all streams) with their 95% half-widths and the runs behind them; and how
-long the launch took (start-up, then the benchmark). Everything the model fits is read back from
-the study, so a resumed sweep or another worker fits the same model.
+(`harness.record.results.StepHistogram`), the speeds the objectives read (decode tok/s per user,
+output tok/s over all streams) with their 95% half-widths and the runs behind them, and the mean
+running requests (`running_mean_c<C>`, SGLang's `#running-req`); the KV pool the server reported
+(`max_total_num_tokens`); and how long the launch took (start-up, then the benchmark). Everything
+the model fits is read back from the study, so a resumed sweep or another worker fits the same
+model.
 
 `run_noise` reads from those intervals how far one run strays on this box: what a screened
 launch's single run is worth against the model (`knowledge.anchored`, `sampler.worth_screening`,
@@ -49,6 +51,7 @@ class Level:
     at_least: tuple[float, ...] = ()  # P(>=1), P(>=2), ... (empty: not recorded)
     steps: int = 0  # verify steps behind at_least
     runs: int = 0  # complete runs behind the speeds and their intervals (0: not recorded)
+    running: float | None = None  # mean #running-req: the requests admitted (None: not recorded)
 
     def speed(self, field_name: str) -> tuple[float | None, float | None]:
         """(value, 95% half-width) of `decode` or `output`."""
@@ -76,6 +79,8 @@ class Observation:
     bench_s: float | None = None  # the benchmark's share of the launch (None: stopped early)
     gpu_hours: float = 0.0
     screened: bool = False  # measured with one run (the opening), never an answer
+    fraction: float | None = None  # mem_fraction_static it ran at
+    pool: int | None = None  # the KV pool it reported (max_total_num_tokens)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -103,13 +108,20 @@ def observation_attrs(result: TrialResult) -> dict[str, Any] | None:
             "at_least": list(hist.at_least) if hist else [],
             "steps": hist.steps if hist else 0,
             "runs": sum(r.concurrency == c for r in runs),
+            "running": m.get(f"running_mean_c{c}"),
         }
     if not levels:
         return None
     bench = None
     if result.outcome is Outcome.OK and result.wall_s and result.startup_wall_s is not None:
         bench = max(0.0, result.wall_s - result.startup_wall_s)
-    return {"levels": levels, "startup_s": result.startup_wall_s, "bench_s": bench}
+    pool = result.effective.get("max_total_num_tokens") or m.get("kv_pool_tokens")
+    return {
+        "levels": levels,
+        "startup_s": result.startup_wall_s,
+        "bench_s": bench,
+        "pool": int(pool) if pool else None,
+    }
 
 
 def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observation]:
@@ -136,6 +148,7 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
                 at_least=tuple(v.get("at_least") or ()),
                 steps=int(v.get("steps") or 0),
                 runs=int(v.get("runs") or 0),
+                running=v.get("running"),
             )
             for c, v in data["levels"].items()
         }
@@ -152,6 +165,8 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
                 bench_s=data.get("bench_s"),
                 gpu_hours=float(t.user_attrs.get("gpu_hours") or 0.0),
                 screened=bool(t.user_attrs.get(SCREENED)),
+                fraction=cand.get("mem_fraction_static"),
+                pool=data.get("pool"),
             )
         )
     return out

@@ -3,6 +3,11 @@
 Per level the objective reads: tau from the drafter's acceptance model (`acceptance`), seconds
 per iteration from the cost model (`cost`), speed = tau / t; the objective is the weighted sum of
 the levels' speeds (`weighted_*`), or the one level's (`tok_s`, `speedup` in tok/s, `throughput`).
+Output speeds over all streams at a level whose running requests the launches reported are fitted
+as a step time at the batch each launch ran (the cost model's rows carry the running requests: a
+larger batch steps slower) and multiplied back by the requests the candidate's KV pool admits at
+the fraction it runs at (`admission`), so two launches apart only in the fraction are two pools,
+not one configuration's noise.
 Every prediction is SAMPLES joint draws (acceptance rates, the sibling factor, the cost
 coefficients and each form's misfit): its mean and its 2.5-97.5% band are what the console, the
 proposer and the stopping rule read. The Pareto objectives (`tok_s+throughput`,
@@ -19,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from harness.sglang.speculative import draft_tree_capacity, forced_draft_tokens
+from sweep.study.model import admission
 from sweep.study.model.acceptance import AcceptanceModel, Measured
 from sweep.study.model.cost import CostModel, CostPoint, features
 from sweep.study.model.observations import UNKNOWN_NOISE, Observation
@@ -115,6 +121,17 @@ class Predictor:
         self.n = 0
         usable = [o for o in observations if all(c in o.levels for c in target.levels)]
         self.observations = usable
+        self.admission = admission.fit(usable, target.levels)
+        # levels fitted per running request: output speeds whose running requests every launch
+        # reported (single-stream and per-user speeds are one request's already)
+        self.per_request = {
+            c
+            for c in target.levels
+            if target.speed == "output"
+            and c > 1
+            and usable
+            and all(o.levels[c].running for o in usable)
+        }
         for c in target.levels:
             self._fit_level(c, usable)
         self.ready = bool(usable) and len(self.cost) == len(target.levels)
@@ -133,7 +150,11 @@ class Predictor:
             )
             rel = ci / 1.96 / speed if ci and math.isfinite(ci) else self.noise
             x = features(o.shape, o.others, self.indicators)
-            points.append(CostPoint(x, level.tau / speed, rel))
+            per = 1.0
+            if c in self.per_request:  # the step time at the batch the pool admitted
+                per = level.running
+                x = [*x, level.running]
+            points.append(CostPoint(x, level.tau * per / speed, rel))
         if not points:
             return
         for drafter, measured in by_drafter.items():
@@ -146,11 +167,23 @@ class Predictor:
             self.acceptance[(c, drafter)] = AcceptanceModel([], self.depth, self.rng)
         return self.acceptance[(c, drafter)]
 
-    def samples(self, configs: list[Config], n: int = SAMPLES) -> np.ndarray:
-        """Objective draws, n x len(configs)."""
+    def samples(
+        self, configs: list[Config], n: int = SAMPLES, fractions: list[float | None] | None = None
+    ) -> np.ndarray:
+        """Objective draws, n x len(configs); `fractions`: the fraction each would run at (its
+        pool's admitted requests multiply the per-request speed; None: the pool held as
+        reported)."""
         out = np.zeros((n, len(configs)))
+        fractions = fractions or [None] * len(configs)
         for c, w in zip(self.target.levels, self.target.weights, strict=True):
+            admitted = np.ones(len(configs))
+            if c in self.per_request:
+                admitted = np.array(
+                    [self.admission.admitted(c, f) or 1.0 for f in fractions], dtype=float
+                )
             rows = np.array([features(cf.shape, cf.others, self.indicators) for cf in configs])
+            if c in self.per_request:
+                rows = np.column_stack([rows, admitted])
             t = self.cost[c].samples(rows, n)
             taus = np.empty_like(t)
             for drafter in {cf.drafter for cf in configs}:
@@ -159,7 +192,7 @@ class Predictor:
                 for i, cf in enumerate(configs):
                     if cf.drafter == drafter:
                         taus[:, i] = model.tau_samples(cf.shape, rates, rho)
-            out += w * taus / t
+            out += w * admitted * taus / t
         return out
 
     def summary(self, configs: list[Config]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -72,7 +72,8 @@ class ModelWatch:
             return None
         shape = (candidate.steps, candidate.topk, candidate.draft_tokens or candidate.steps + 1)
         config = Config(shape, tuple((n, trial.params.get(n)) for n in others))
-        low, mid, high = np.percentile(state.draws([config])[:, 0], [2.5, 50, 97.5])
+        draws = state.draws([config], [candidate.mem_fraction_static])  # the fraction it runs at
+        low, mid, high = np.percentile(draws[:, 0], [2.5, 50, 97.5])
         proposal = sampler.proposals.get(trial.number) if sampler is not None else None
         reason = proposal.reason if proposal is not None else None
         why = proposal.why_screened if proposal is not None else None

@@ -1,0 +1,92 @@
+"""The model under load predicts throughput through the KV pool each launch reports: two launches
+apart only in the fraction are two pools, not one configuration's noise (SIMULATED: a
+memory-tight member of the search family, the simulator's own engine)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import optuna
+import pytest
+from omegaconf import OmegaConf
+
+from benchmarks import _search_family
+from benchmarks._search_arms import objective_for
+from benchmarks._search_landscape import Landscape, Oracle
+from benchmarks._search_sim import Simulation
+from sweep.study.loop.decisions import SearchDriver
+from sweep.study.model.knowledge import Knowledge
+from sweep.study.model.predict import Config
+from sweep.study.model.sampler import ModelSampler
+from sweep.study.search.space import SearchSpace
+from sweep.study.trial.candidates import candidate_for
+
+SPACE = "conf/search/eagle3_five.yaml"
+
+
+def values(steps, topk, draft, fraction):
+    return {
+        "speculative_num_steps": steps,
+        "speculative_eagle_topk": topk,
+        "speculative_num_draft_tokens": draft,
+        "mem_fraction_static": fraction,
+        "hicache_size": 0,
+    }
+
+
+@pytest.fixture(scope="module")
+def tight():
+    """The first memory-tight member (weights 0.88 of an 85 GB card: 0.89 and 0.90 start a
+    chain, their pools 7.4k and 19.9k tokens) and a study that measured 3/1/4 at both, and
+    three more configurations at 0.90, under the load profile."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    ((setup, _constants),) = _search_family.family(1, 0, tight=True)
+    land = Landscape("multi", Oracle(setup))
+    objective = objective_for("multi")
+    space = SearchSpace.from_config(OmegaConf.load(SPACE).space)
+    model = ModelSampler(space, objective, seed=0)
+    study = optuna.create_study(sampler=model, directions=objective.directions)
+    driver = SearchDriver(study, objective, gpus_per_trial=8)
+    sim = Simulation(land, optimum=1e9, rng=random.Random(0))
+    for vals in (
+        values(3, 1, 4, 0.89),
+        values(3, 1, 4, 0.90),
+        values(1, 1, 2, 0.90),
+        values(5, 1, 6, 0.90),
+        values(2, 2, 3, 0.90),
+    ):
+        trial = study.ask(fixed_distributions={})
+        driver.tell(trial, candidate_for(land.server(vals), "ctx"), sim.launch(vals), None)
+    return land, Knowledge(study.get_trials(), ("hicache_size",), -1, model)
+
+
+def test_the_pool_line_is_what_sglangs_accounting_implies(tight):
+    land, knowledge = tight
+    admission = knowledge.predictor.admission
+    hardware = land.oracle.setup.hardware
+    card = _search_family.profiles.HARDWARE[hardware].gpu_memory_mib
+    cell = 70_272 + 1_152  # Kimi-K2.5's and the drafter's KV bytes per token per GPU
+    assert admission.slope == pytest.approx(card * 2**20 / cell, rel=1e-3)
+    assert admission.pool(0.89) == pytest.approx(7_413, abs=2)
+    # at 64 in flight the 0.89 pool runs 14 requests, the 0.90 pool 38 (the cap is 48)
+    assert admission.admitted(64, 0.89) == pytest.approx(14, abs=0.5)
+    assert admission.admitted(64, 0.90) == pytest.approx(38, abs=0.5)
+
+
+def test_two_launches_apart_only_in_the_fraction_are_predicted_apart_by_their_pools(tight):
+    land, knowledge = tight
+    config = Config((3, 1, 4), (("hicache_size", 0),))
+    predicted = {
+        f: float(np.median(knowledge.predictor.samples([config], fractions=[f])))
+        for f in (0.89, 0.90)
+    }
+    true = {f: land.true_value(values(3, 1, 4, f)) for f in (0.89, 0.90)}
+    # the truth: 1.77x from one step of the fraction; a model that cannot see the fraction
+    # predicts one value for both (1.0x) and reads the difference as noise
+    assert true[0.90] / true[0.89] > 1.7
+    ratio = predicted[0.90] / predicted[0.89]
+    assert ratio == pytest.approx(true[0.90] / true[0.89], rel=0.15)
+    # an unmeasured configuration is predicted at the fraction it would run at, the largest
+    # below every GPU OOM (none here): the top of the space, its pool on the line
+    assert knowledge.fraction(Config((4, 1, 5), (("hicache_size", 0),))) == 0.94
