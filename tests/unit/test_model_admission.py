@@ -15,10 +15,12 @@ from benchmarks import _search_family
 from benchmarks._search_arms import objective_for
 from benchmarks._search_landscape import Landscape, Oracle
 from benchmarks._search_sim import Simulation
+from harness.record.results import Outcome, TrialResult
 from sweep.study.loop.decisions import SearchDriver
 from sweep.study.model.knowledge import Knowledge
 from sweep.study.model.predict import Config
 from sweep.study.model.sampler import ModelSampler
+from sweep.study.model.watch import beside_oom_line
 from sweep.study.search.space import SearchSpace
 from sweep.study.trial.candidates import candidate_for
 
@@ -58,11 +60,11 @@ def tight():
     ):
         trial = study.ask(fixed_distributions={})
         driver.tell(trial, candidate_for(land.server(vals), "ctx"), sim.launch(vals), None)
-    return land, Knowledge(study.get_trials(), ("hicache_size",), -1, model)
+    return land, Knowledge(study.get_trials(), ("hicache_size",), -1, model), (study, driver)
 
 
 def test_the_pool_line_is_what_sglangs_accounting_implies(tight):
-    land, knowledge = tight
+    land, knowledge, _ = tight
     admission = knowledge.predictor.admission
     hardware = land.oracle.setup.hardware
     card = _search_family.profiles.HARDWARE[hardware].gpu_memory_mib
@@ -75,7 +77,7 @@ def test_the_pool_line_is_what_sglangs_accounting_implies(tight):
 
 
 def test_two_launches_apart_only_in_the_fraction_are_predicted_apart_by_their_pools(tight):
-    land, knowledge = tight
+    land, knowledge, _ = tight
     config = Config((3, 1, 4), (("hicache_size", 0),))
     predicted = {
         f: float(np.median(knowledge.predictor.samples([config], fractions=[f])))
@@ -90,3 +92,41 @@ def test_two_launches_apart_only_in_the_fraction_are_predicted_apart_by_their_po
     # an unmeasured configuration is predicted at the fraction it would run at, the largest
     # below every GPU OOM (none here): the top of the space, its pool on the line
     assert knowledge.fraction(Config((4, 1, 5), (("hicache_size", 0),))) == 0.94
+
+
+def test_a_proposal_as_large_as_an_oom_runs_below_it_and_the_console_says_why(tight):
+    land, _, (study, driver) = tight
+    model = study.sampler
+    oom = TrialResult("t", "trial", Outcome.OOM, "sim", True, 1.0, {}, oom_kind="gpu")
+    oom.wall_s = oom.startup_s = oom.startup_wall_s = 100.0
+    tree = values(3, 4, 12, 0.92)
+    driver.tell(
+        study.ask(fixed_distributions={}), candidate_for(land.server(tree), "ctx"), oom, None
+    )
+    number = study.trials[-1].number
+    knowledge = Knowledge(study.get_trials(), ("hicache_size",), -1, model)
+    bigger, smaller = (
+        Config((5, 4, 16), (("hicache_size", 0),)),
+        Config((2, 2, 3), (("hicache_size", 0),)),
+    )
+    assert knowledge.oom_beside(bigger) == (number, (3, 4, 12), 0.92)
+    assert knowledge.oom_beside(smaller) is None
+    assert knowledge.fraction(bigger) == 0.91  # predicted where it may start, below the OOM
+    assert knowledge.fraction(smaller) == 0.94
+    line = beside_oom_line(bigger, knowledge.oom_beside(bigger), 0.91)
+    assert line == (
+        f"model: 5/4/16 is at least as large as trial_{number:04d} (3/4/12), which ran out of "
+        "GPU memory at 0.92; launched at 0.91, below it"
+    )
+    # with the KV pool too small at 0.91, nothing is left between the floor and the OOM: the
+    # configurations that need at least 3/4/12's memory are not proposed at all
+    floor = TrialResult("t", "trial", Outcome.OOM, "sim", True, 1.0, {}, oom_kind="kv_pool")
+    floor.wall_s = floor.startup_s = floor.startup_wall_s = 70.0
+    chain = values(1, 1, 2, 0.91)
+    driver.tell(
+        study.ask(fixed_distributions={}), candidate_for(land.server(chain), "ctx"), floor, None
+    )
+    knowledge = Knowledge(study.get_trials(), ("hicache_size",), -1, model)
+    assert knowledge.fraction(bigger) is None and bigger not in knowledge.candidates
+    assert smaller in knowledge.candidates
+    assert all(c.shape[2] < 12 for c in knowledge.candidates)

@@ -233,6 +233,8 @@ class TrialLoop:
                         "(another memory group) says this one runs out"
                     )
                 forecast = self.watch.forecast(session.study, trial, candidate)
+                if forecast is not None and forecast.beside_oom:  # beside an OOM: say why
+                    console.print(f"    {forecast.beside_oom}", soft_wrap=True)
                 screen = self.watch.screens(session.study, trial)
                 extra = ["benchmark.runs=1", "benchmark.adaptive=false"] if screen else []
                 # in full after a screen: the runs it did not measure, its run pooled in after

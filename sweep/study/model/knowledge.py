@@ -76,13 +76,19 @@ class Knowledge:
             Config(o.shape, o.others): o.fraction for o in own if o.screened and o.fraction
         }
         self.fraction_grid = _fraction_grid(self.space)
-        # (draft tokens, fraction) of every launch that ran out of GPU memory
-        self.gpu_ooms = [
-            (int(t.user_attrs["candidate"].get("draft_tokens") or 1), float(m))
-            for t in trials
-            if t.user_attrs.get("oom_kind") == "gpu"
-            and (m := (t.user_attrs.get("candidate") or {}).get("mem_fraction_static"))
-        ]
+        # the launches that ran out of memory: (trial number, shape, fraction), GPU and KV pool
+        self.gpu_ooms: list[tuple[int, tuple[int, int, int], float]] = []
+        self.kv_floor: float | None = None
+        for t in trials:
+            cand = t.user_attrs.get("candidate") or {}
+            m = cand.get("mem_fraction_static")
+            if m is None or t.user_attrs.get("outcome") != "oom":
+                continue
+            if t.user_attrs.get("oom_kind") == "gpu" and cand.get("steps") is not None:
+                shape = (int(cand["steps"]), int(cand["topk"]), int(cand["draft_tokens"] or 1))
+                self.gpu_ooms.append((t.number, shape, float(m)))
+            elif t.user_attrs.get("oom_kind") == "kv_pool":
+                self.kv_floor = max(float(m), self.kv_floor or 0.0)
         self.screened_values = screened_values(trials, own, study.objective.metrics[0])
         # what has been launched of each kind (here or in an earlier study)
         self.forms = {o.topk for o in self.observations} | {
@@ -103,11 +109,15 @@ class Knowledge:
             running = t.state == TrialState.RUNNING
             attempts[key] = attempts.get(key, 0) + (ATTEMPTS if running else 1)
         self.attempted = attempts
+        # not proposed: what is measured, launched ATTEMPTS times, or starts nowhere in the space
+        # (every fraction above the KV pool's floor at or above a GPU OOM of a launch needing no
+        # more memory)
         self.candidates = [
             c
             for c in configurations(self.space, others)
             if (c.shape, c.others) not in measured
             and attempts.get((c.shape, c.others), 0) < ATTEMPTS
+            and not (self.fraction_grid and self.fraction(c) is None)
         ]
         self.predictor: Predictor | None = None
         if self.observations:
@@ -134,18 +144,37 @@ class Knowledge:
     def fraction(self, config: Config) -> float | None:
         """The memory fraction `config` would run at, as far as the study can say: a screened
         configuration's screen's (its full launch runs there, `sweep.study.trial.screened`);
-        else the largest in the space below every GPU OOM of a launch needing no more memory
-        beyond the pool (no more draft tokens): the memory policy holds the fraction where the
-        pool holds the load and raises it towards there where it binds. None where the space
-        does not search the fraction."""
+        else the largest in the space above the KV pool's floor and below every GPU OOM of a
+        launch needing no more memory beyond the pool (no more draft tokens, the memory
+        policy's groups): the policy holds the fraction where the pool holds the load and raises
+        it towards there where it binds. None where no fraction is left; the space's own where
+        it does not search the fraction."""
         if config in self.screened_fractions:
             return self.screened_fractions[config]
         if not self.fraction_grid:
             return None
         draft = config.shape[2]
-        ooms = [m for d, m in self.gpu_ooms if d <= draft]
-        below = [v for v in self.fraction_grid if not ooms or v < min(ooms) - 1e-9]
-        return max(below) if below else min(self.fraction_grid)
+        ooms = [m for _, shape, m in self.gpu_ooms if shape[2] <= draft]
+        left = [
+            v
+            for v in self.fraction_grid
+            if (not ooms or v < min(ooms) - 1e-9)
+            and (self.kv_floor is None or v > self.kv_floor + 1e-9)
+        ]
+        return max(left) if left else None
+
+    def oom_beside(self, config: Config) -> tuple[int, tuple[int, int, int], float] | None:
+        """The launch that ran out of GPU memory, at the lowest fraction, which `config` is at
+        least as large as in every term a start-up's memory grows with (steps x topk draft
+        branches, draft tokens; the CUDA-graph batch is the setup's): proposing it needs a
+        reason, which the console names (`watch`). None where there is none."""
+        s, k, d = config.shape
+        beside = [
+            (n, shape, m)
+            for n, shape, m in self.gpu_ooms
+            if s * k >= shape[0] * shape[1] and d >= shape[2]
+        ]
+        return min(beside, key=lambda x: x[2], default=None)
 
     def opening(self) -> Config | None:
         """Chains until two lengths are tried (here, as a prior, or in an earlier study): the

@@ -64,6 +64,9 @@ class Proposal:
     gain: float | None = None  # model: the expected improvement over the best measured value
     hours: float | None = None  # model: the launch's predicted GPU-hours
     why_screened: str | None = None  # model: why it is screened, for the console
+    # a launch that ran out of GPU memory which this one is at least as large as: (trial number,
+    # its shape, the fraction it ran out at); the console names it (`Knowledge.oom_beside`)
+    beside_oom: tuple[int, tuple[int, int, int], float] | None = None
 
 
 def distribution(p: Param) -> BaseDistribution:
@@ -165,7 +168,7 @@ class ModelSampler(BaseSampler):
         if predictor is None or not predictor.ready or explore:
             pick = state.candidates[rng.randrange(len(state.candidates))]
             reason = "exploration" if explore and predictor is not None else "random"
-            return Proposal(pick, reason)
+            return Proposal(pick, reason, beside_oom=state.oom_beside(pick))
         draws = state.draws(state.candidates)
         best = state.best_value()
         gain = np.maximum(draws - best, 0.0).mean(axis=0) if best is not None else draws.mean(0)
@@ -200,6 +203,7 @@ class ModelSampler(BaseSampler):
             gain=float(gain[i]) if best is not None else None,
             hours=float(hours[i]),
             why_screened=why,
+            beside_oom=state.oom_beside(pick),
         )
 
     def propose(self, study: Study, number: int, others: tuple[str, ...] = ()) -> Proposal | None:
