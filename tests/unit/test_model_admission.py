@@ -43,6 +43,9 @@ def tight():
     chain, their pools 7.4k and 19.9k tokens) and a study that measured 3/1/4 at both, and
     three more configurations at 0.90, under the load profile."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    tables = [_search_family.profiles.HARDWARE, _search_family.profiles.TARGETS]
+    tables.append(_search_family.profiles.DRAFTERS)
+    before = [set(t) for t in tables]
     ((setup, _constants),) = _search_family.family(1, 0, tight=True)
     land = Landscape("multi", Oracle(setup))
     objective = objective_for("multi")
@@ -60,7 +63,10 @@ def tight():
     ):
         trial = study.ask(fixed_distributions={})
         driver.tell(trial, candidate_for(land.server(vals), "ctx"), sim.launch(vals), None)
-    return land, Knowledge(study.get_trials(), ("hicache_size",), -1, model), (study, driver)
+    yield land, Knowledge(study.get_trials(), ("hicache_size",), -1, model), (study, driver)
+    for table, names in zip(tables, before, strict=True):  # the member's profiles, unregistered
+        for name in set(table) - names:
+            del table[name]
 
 
 def test_the_pool_line_is_what_sglangs_accounting_implies(tight):
