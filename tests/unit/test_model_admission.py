@@ -10,10 +10,11 @@ import numpy as np
 import optuna
 import pytest
 from omegaconf import OmegaConf
+from optuna.distributions import CategoricalDistribution
 
 from benchmarks import _search_family
 from benchmarks._search_arms import objective_for
-from benchmarks._search_landscape import Landscape, Oracle
+from benchmarks._search_landscape import Landscape, Oracle, server_for
 from benchmarks._search_sim import Simulation
 from harness.record.results import Outcome, TrialResult
 from sweep.study.loop.decisions import SearchDriver
@@ -136,3 +137,44 @@ def test_a_proposal_as_large_as_an_oom_runs_below_it_and_the_console_says_why(ti
     assert knowledge.fraction(bigger) is None and bigger not in knowledge.candidates
     assert smaller in knowledge.candidates
     assert all(c.shape[2] < 12 for c in knowledge.candidates)
+
+
+def _opening_after(launches):
+    """The model's opening proposal after `launches` ((steps, fraction, outcome, kind), chains),
+    each told as the sweep tells it."""
+    objective = objective_for("multi")
+    space = SearchSpace.from_config(OmegaConf.load(SPACE).space)
+    model = ModelSampler(space, objective, seed=0)
+    study = optuna.create_study(sampler=model, directions=objective.directions)
+    driver = SearchDriver(study, objective, gpus_per_trial=8)
+    for steps, fraction, outcome, kind in launches:
+        vals = values(steps, 1, steps + 1, fraction)
+        r = TrialResult("t", "trial", outcome, "sim", True, 1.0, vals, oom_kind=kind)
+        r.wall_s = r.startup_s = r.startup_wall_s = 100.0
+        if outcome is Outcome.PRUNED:  # a screened chain: one run per level
+            r.metrics = {f"output_tok_s_c{c}": 100.0 * c for c in (1, 8, 32, 64)}
+            r.metrics |= {f"accept_len_c{c}": 2.0 for c in (1, 8, 32, 64)}
+        study.enqueue_trial({"hicache_size": 0})  # the trial's params, as the space suggests them
+        trial = study.ask(fixed_distributions={"hicache_size": CategoricalDistribution([0, 48])})
+        driver.tell(trial, candidate_for(server_for(vals), "ctx"), r, None)
+    opening = Knowledge(study.get_trials(), ("hicache_size",), -1, model).opening()
+    return opening.shape if opening is not None else None
+
+
+def test_an_opening_chain_that_never_started_is_tried_again_then_replaced_from_its_side():
+    kv, gpu = (Outcome.OOM, "kv_pool"), (Outcome.OOM, "gpu")
+    ok = (Outcome.PRUNED, None)
+    # the longest chain ran out where the fraction was still being found: tried again
+    assert _opening_after([(5, 0.85, *kv)]) == (5, 1, 6)
+    # measured, then the one-step chain twice out of memory: the next-shortest stands in
+    assert _opening_after([(5, 0.85, *kv), (5, 0.90, *ok), (1, 0.93, *gpu), (1, 0.92, *gpu)]) == (
+        2,
+        1,
+        3,
+    )
+    # the one-step chain measured, the longest twice out of memory: the next-longest
+    assert _opening_after([(5, 0.93, *gpu), (5, 0.92, *gpu), (1, 0.90, *ok)]) == (4, 1, 5)
+    # neither end started: from the short end, which needs the least memory
+    both = [(5, 0.85, *kv), (5, 0.90, *kv), (1, 0.93, *gpu), (1, 0.92, *gpu)]
+    assert _opening_after(both) == (2, 1, 3)
+    assert _opening_after([(5, 0.90, *ok), (1, 0.90, *ok)]) is None  # two measured: done

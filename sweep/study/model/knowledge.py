@@ -109,6 +109,14 @@ class Knowledge:
             running = t.state == TrialState.RUNNING
             attempts[key] = attempts.get(key, 0) + (ATTEMPTS if running else 1)
         self.attempted = attempts
+        # chains measured here (in full or screened) or being measured now
+        self.measured_chains = {o.steps for o in own if o.topk == 1} | {
+            int(t.user_attrs["candidate"]["steps"])
+            for t in trials
+            if t.state == TrialState.RUNNING
+            and t.number != number
+            and (t.user_attrs.get("candidate") or {}).get("topk") == 1
+        }
         # not proposed: what is measured, launched ATTEMPTS times, or starts nowhere in the space
         # (every fraction above the KV pool's floor at or above a GPU OOM of a launch needing no
         # more memory)
@@ -177,18 +185,25 @@ class Knowledge:
         return min(beside, key=lambda x: x[2], default=None)
 
     def opening(self) -> Config | None:
-        """Chains until two lengths are tried (here, as a prior, or in an earlier study): the
+        """Chains until two lengths are measured (here, as a prior, or in an earlier study; or
+        being measured now): the
         longest first (its histogram gives P(>=k) at every depth), then the one-step chain (the
-        cost line's other end). A prior chain is one of the two: a prior costs a launch, and
-        the line through 3 and 5 steps is extrapolated to 1 rather than interpolated, a wider
-        band the model pays for only if the short chains are worth proposing."""
+        cost line's other end); where one of them cannot be measured (launched ATTEMPTS times
+        and out of memory each time: on a card the weights fill, the fraction is still being
+        found), the next chain in from that end (from the short end where both failed). A prior
+        chain is one of the two: a prior costs a launch, and the line through 3 and 5 steps is
+        extrapolated to 1 rather than interpolated, a wider band the model pays for only if the
+        short chains are worth proposing."""
         depth = int(self.space.params[STEPS].high)
         low = int(self.space.params[STEPS].low)
         first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
-        chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1} | self.earlier_chains
+        chains = self.measured_chains | self.earlier_chains
         if len(chains) >= 2:
             return None
-        for steps in (depth, low):
+        # a failed end is replaced from its side: the next-longest where the one-step chain is
+        # measured, else the next-shortest (shorter chains need less memory beyond the pool)
+        inward = range(depth - 1, low, -1) if low in chains else range(low + 1, depth)
+        for steps in (depth, low, *inward):
             config = Config((steps, 1, steps + 1), first)
             if steps not in chains and config in self.candidates:
                 return config
