@@ -1,9 +1,10 @@
 """`search.sampler=model`: the next launch is the one the model expects to gain most per GPU-hour.
 
-Opening (nothing to fit yet): chains until two lengths are tried, the longest the space allows
+Opening (nothing to fit yet): chains until two lengths are measured, the longest the space allows
 first (its per-step histogram gives P(>=k) at every depth, so every chain is then predicted),
-then the one-step chain (a second point on the cost line); an enqueued prior chain or an earlier
-study's is one of the two. With `screen` (search.sampler.screen, on by default) the opening is
+then the one-step chain (a second point on the cost line), an end that cannot start replaced by
+the next chain in (`Knowledge.opening`); an enqueued prior chain or an earlier study's is one of
+the two. With `screen` (search.sampler.screen, on by default) the opening is
 screened: one run per level instead of benchmark.runs (most of a launch is the benchmark, not
 the start-up), recorded as stopped early and marked `screened`, so it is never an answer; the
 model fits it, and a screened configuration stays a candidate to be measured in full, predicted
