@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+from harness.sglang.graphs import default_decode_max_bs
 from harness.sim.model import profiles
 from harness.sim.model.perf_model import Deployment, PerfModel, Speculation
 from harness.sim.oracle import expected_decode
@@ -74,13 +75,17 @@ def launch(
     if spec:
         steps, topk, draft, drafter = spec
         speculation = Speculation(algorithm, steps, topk, draft, c[drafter])  # type: ignore[arg-type]
+    tp = 1 if hardware == "h100_sxm" else 8
     deployment = Deployment(
-        tp=1 if hardware == "h100_sxm" else 8,
+        tp=tp,
         cuda_graph=graphs,
         overlap=overlap,
         nccl_tuned=True,
         hicache_size_gb=0,
-        graph_max_bs=48,
+        # SGLang 0.5.23's default decode graphs for the card (harness.sglang.graphs): every
+        # batch a figure names (1-64) is then a captured size, as on a server whose request pool
+        # holds that batch (get_batch_sizes_to_capture adds the pool's size)
+        graph_max_bs=default_decode_max_bs(hw.gpu_memory_mib, tp),
         speculation=speculation,
         kv_reserve_mib=100 if hardware != "h100_sxm" else 0,
     )

@@ -194,6 +194,8 @@ def repeated_crash(ctx: Scratch) -> dict:
         refused,
         "search.n_trials=8",
         "search.remeasure_baseline=false",
+        # the model's settled stop would end this two-candidate sweep before the third proposal
+        "search.sampler.stop=false",
         f"server.extra_args=['--served-model-name','{ctx.marker}',"
         "'--attention-backend','trtllm_mha']",
     )
@@ -206,6 +208,7 @@ def repeated_crash(ctx: Scratch) -> dict:
     return {
         "survived": proc.returncode == 0
         and [t.user_attrs["outcome"] for t in launches] == ["crash", "crash"]
+        and len(proposals) > len(launches)  # proposed again after the two crashes
         and all(t.user_attrs["outcome"] == "known_crash" for t in proposals[2:]),
         "started": started,
         "recorded": recorded,

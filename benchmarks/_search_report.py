@@ -17,6 +17,7 @@ import math
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks import _search_bar
 from benchmarks._search_arms import ARMS, BY_NAME
 from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, quantile, ratio
 
@@ -45,6 +46,7 @@ def summarize_landscape(label: str, optimum: float, runs: dict[str, list[Reached
         )
     out = {"landscape": label, "optimum": round(optimum, 2), "arms": rows}
     out["verdict"] = verdict(runs, {r["arm"]: r for r in rows})
+    out["bar"] = _search_bar.landscape_ratios(label, runs)
     return out
 
 
@@ -185,6 +187,10 @@ def set_table(title: str, summary: dict) -> Table:
     for name, v in summary["arm_vs_best_other"].items():
         table.add_row(name, fmt(v["median"]), fmt(v["worst_decile"]))
     return table
+
+
+def print_table(table: Table) -> None:
+    _console().print(table)
 
 
 def print_set(title: str, summary: dict) -> Table:

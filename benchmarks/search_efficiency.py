@@ -54,7 +54,7 @@ from rich.markup import escape
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import _search_family, _search_report  # noqa: E402
+from benchmarks import _search_bar, _search_family, _search_report  # noqa: E402
 from benchmarks._common import (  # noqa: E402
     add_smoke_flag,
     output_path,
@@ -84,6 +84,8 @@ DATAGEN_SPACE = {
     "mem_fraction_static": {"type": "float", "low": 0.82, "high": 0.94, "step": 0.01},
     "hicache_size": {"type": "categorical", "choices": [0, 48]},
 }
+# --smoke: specsweep's sampler, the model, and every arm the bar reads (`_search_bar`)
+SMOKE_ARMS = "specsweep,model,model+priors,tpe,random,opening+clairvoyant"
 DATAGEN_PRIOR = {"mem_fraction_static": 0.85, "hicache_size": 0}  # where the seeds started
 
 # Filled before the worker processes fork (they inherit it): landscape -> (land, optimum, cfg)
@@ -223,9 +225,9 @@ def main() -> None:
         write_results("search_efficiency", result_tables(report), simulated=True,
                       made=report["produced"])  # fmt: skip
         return
-    if args.smoke:  # one box, one objective, three arms, two seeds: every step of a search
+    if args.smoke:  # one box, one objective, two seeds: every step of a search and the bar
         args.profiles, args.objectives, args.seeds = "rtx_pro_6000_pcie", "single", 2
-        args.arms, args.budget, args.family, args.family_shapes = "specsweep,model,random", 40, 0, 0
+        args.arms, args.budget, args.family, args.family_shapes = SMOKE_ARMS, 40, 0, 0
         if args.family_memory_tight:  # its own smoke: one memory-tight member under load
             args.profiles, args.family_memory_tight = None, 1
     args.json = output_path(args.json, args.smoke)
@@ -308,6 +310,7 @@ def main() -> None:
         _search_report.print_set(set_title, summary)
         print(f"{name}: {report['sets'][name]['wall_s']} s; CPU s per arm: {cost}")
     report["wall_s"] = round(time.monotonic() - started, 1)
+    _search_report.print_table(bar_table(report))
     write_json(args.json, _search_report.jsonable(report), "search_efficiency")
     write_results("search_efficiency", result_tables(report), simulated=True, smoke=args.smoke)
     # A search that launched nothing, or a landscape an arm did not search, is a broken path,
@@ -335,9 +338,18 @@ def titles(report: dict, name: str) -> tuple[str, str]:
     )
 
 
+def bar_table(report: dict):
+    """Where the default sampler stands against its bar (`_search_bar`), every set together."""
+    return _search_bar.table(
+        f"SIMULATED: the model sampler against its bar, median GPU-hours to 2% over "
+        f"{report['seeds']} seeds {escape('[95%]')}",
+        _search_bar.rows(report["sets"]),
+    )
+
+
 def result_tables(report: dict) -> list:
     """The tables a run prints, from its report (as run, or as read back from its JSON)."""
-    out = []
+    out = [bar_table(report)]
     for name, s in report["sets"].items():
         landscape_title, set_title = titles(report, name)
         if name == "profiles" or len(s["landscapes"]) <= 6:

@@ -50,11 +50,9 @@ from harness.spec import TrialSpec
 
 log = logging.getLogger(__name__)
 BYPASSED_ACCEPT_LEN = 1.05  # at or below, the drafter contributes (almost) nothing
-# What is recorded as effective.<name>: the searched values first, then what the server may
-# change on its own. All but two are top-level /server_info fields (both SGLang versions' names):
-# 0.5.23 resolves the decode CUDA-graph batch into `cuda_graph_config["decode"]["max_bs"]` (its
-# top-level `cuda_graph_max_bs_decode` stays the raw flag, None when unset), and no version has a
-# `cuda_visible_devices` field: that one is the GPUs the harness gave the server.
+# What is recorded as effective.<name>: the searched values, then what the server may change on
+# its own: /server_info's top-level fields but 0.5.23's decode graph batch (`cuda_graph_config`'s
+# decode max_bs; its flag stays as given) and cuda_visible_devices (the GPUs the harness gave).
 EFFECTIVE_KEYS = (
     "speculative_num_steps",
     "speculative_eagle_topk",
@@ -100,17 +98,19 @@ class SilentReporter:
 
 def effective_params(info: dict[str, Any], gpus: str | None = None) -> dict[str, Any]:
     """EFFECTIVE_KEYS from /server_info (0.5.23 `ServerArgs.resolved_dict()` + scheduler info; 0.5.1
-    `asdict(server_args)`), `gpus` as cuda_visible_devices. A request cap SGLang sized itself is
-    None at the top (0.5.23): its scheduler's `internal_states` has it, per DP rank."""
-    effective = {k: info[k] for k in EFFECTIVE_KEYS if k in info}
+    `asdict(server_args)`), `gpus` as cuda_visible_devices; a request cap SGLang sized itself and
+    the decode CUDA graphs' batch sizes from 0.5.23's scheduler `internal_states` (per DP rank)."""
+    effective = {k: info[k] for k in EFFECTIVE_KEYS if k in info and k != "cuda_visible_devices"}
     graphs = info.get("cuda_graph_config")
     decode = graphs.get("decode") if isinstance(graphs, dict) else None
     if isinstance(decode, dict) and decode.get("max_bs") is not None:
         effective["cuda_graph_max_bs_decode"] = decode["max_bs"]
-    effective.pop("cuda_visible_devices", None)
     effective |= {"cuda_visible_devices": gpus} if gpus is not None else {}
-    if effective.get("max_running_requests") is None and (states := info.get("internal_states")):
-        effective["max_running_requests"] = states[0].get("effective_max_running_requests_per_dp")
+    state = (info.get("internal_states") or [{}])[0]
+    if effective.get("max_running_requests") is None and state:
+        effective["max_running_requests"] = state.get("effective_max_running_requests_per_dp")
+    if isinstance(captured := state.get("decode_cuda_graph_bs"), list):  # internal_state.py
+        effective["decode_cuda_graph_bs"] = [int(b) for b in captured]
     if info.get("enable_hierarchical_cache") is False:
         effective["hicache_size"] = 0
     return effective

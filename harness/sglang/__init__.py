@@ -6,7 +6,9 @@ reading each other.
 surfaces     the flag surfaces per version: flag names and accepted values, endpoints, the
              ready line, the flush's texts; which surface a parser speaks
 speculative  the speculative rules: the EAGLE family, the forced draft tokens, the request cap
-             with speculation, the CUDA-graph batch sizes, refusals at start-up
+             with speculation, refusals at start-up
+graphs       the decode CUDA graphs: the batch sizes captured per GPU and flags, the captured
+             size a batch pads to, eager above the largest
 paging       the KV page size: SGLang's default per GPU and the MLA backends that force page 64
 attention    the attention backend SGLang picks when none is given, per version, and its line
 memory       the GPU memory defaults: mem_fraction_static when unset, the multimodal KV

@@ -1,4 +1,4 @@
-"""SGLang's speculative-decoding rules: the algorithms, what it imposes, what its graphs capture.
+"""SGLang's speculative-decoding rules: the algorithms and what it imposes.
 
 The same on both surfaces unless a line says otherwise; each names the SGLang file it is read from.
 """
@@ -41,18 +41,6 @@ def captured_graph_max_bs(max_bs: int | None, max_running: int | None) -> int | 
     if max_bs is None or max_running is None:
         return max_bs
     return min(max_bs, max_running)
-
-
-def decode_graph_batch_sizes(max_bs: int | None) -> list[int]:
-    """The decode CUDA-graph batch sizes SGLang captures with speculation, up to `max_bs`.
-
-    0.5.23 `cuda_graph_hook.py::generate_decode_cuda_graph_batch_sizes`, the speculative list.
-    """
-    if not max_bs:
-        return []
-    sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8)]
-    sizes = [s for s in [*sizes, *range(272, max_bs + 1, 16)] if s <= max_bs]
-    return sizes if max_bs in sizes else [*sizes, max_bs]
 
 
 def draft_tree_capacity(steps: int, topk: int) -> int:

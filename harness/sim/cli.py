@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.sglang import attention, memory
+from harness.sglang import attention, graphs, memory
 from harness.sglang.speculative import (
     EAGLE_FAMILY,
     SPEC_MAX_RUNNING_REQUESTS,
@@ -279,7 +279,7 @@ def resolve(
     graph_off = args["disable_cuda_graph"] or args["cuda_graph_backend_decode"] == "disabled"
     args["cuda_graph_enabled"] = not graph_off
     if args["cuda_graph_max_bs_decode"] is None:
-        args["cuda_graph_max_bs_decode"] = 256 if args["tp_size"] < 4 else 512
+        args["cuda_graph_max_bs_decode"] = graphs.default_decode_max_bs(gpu_mib, args["tp_size"])
 
     algo = args["speculative_algorithm"]
     if algo is not None:
@@ -316,6 +316,14 @@ def resolve(
         args["hicache_ratio"] = 2.0
     if cpu_device.on_cpu(args):
         cpu_device.resolve_graphs(args, warn)
+    # the decode graphs the runner captures (harness.sglang.graphs): the listed sizes up to the
+    # max_bs the memory hook resolved, or --cuda-graph-bs, then what the request pool can fill
+    args["sim_graph_bs"] = graphs.decode_batch_sizes(
+        args["cuda_graph_max_bs_decode"],
+        algo is not None,
+        args["max_running_requests"],
+        given=args["cuda_graph_bs_decode"],
+    )
     args["cuda_graph_max_bs_decode"] = captured_graph_max_bs(
         args["cuda_graph_max_bs_decode"], args["max_running_requests"]
     )

@@ -78,7 +78,9 @@ def decode_line(engine: Engine, batch: int) -> str:
         c.spec_forward_ct += c.pending_forward_ct
         c.pending_accept_tokens = c.pending_forward_ct = 0
     msg += (
-        f"{engine.model.dep.device} graph: {engine.model.dep.cuda_graph}, "
+        # this batch replayed a graph (metrics_reporter.py: can_run_cuda_graph): eager above
+        # the largest captured size
+        f"{engine.model.dep.device} graph: {engine.model.graph_batch(batch) is not None}, "
         f"gen throughput (token/s): {c.last_gen_throughput:.2f}, "
         f"#queue-req: {len(engine.waiting)}"
     )

@@ -86,6 +86,7 @@ def build_model(args: dict[str, Any], ns: argparse.Namespace, nccl_proto: str) -
         nccl_tuned=nccl_proto.upper().startswith("LL"),
         hicache_size_gb=args["hicache_size"] if args["enable_hierarchical_cache"] else 0,
         graph_max_bs=args["cuda_graph_max_bs_decode"],
+        graph_bs=tuple(args.get("sim_graph_bs") or ()),
         speculation=speculation,
         kv_reserve_mib=_kv_reserve_mib(args, target.architecture, ns),
     )
@@ -159,6 +160,7 @@ class LoadResult:
     cache_hit_rate: float = 0.0  # prefill tokens found in the device or host cache / all input
     retractions: int = 0  # requests retracted ("KV cache pool is full. Retract requests.")
     max_total_num_tokens: int = 0
+    accept_len: float = 1.0  # tokens per request per verify step (the decode lines' accept len)
 
 
 def _instant_engine(argv: list[str], nccl_proto: str):
@@ -240,6 +242,7 @@ class _Sampler:
         self.weight = self.usage = self.running = self.queued = 0.0
         engine.observer = self.observe
         self.totals_at_start = None
+        self.accepted = [(0, 0), (0, 0)]  # (tokens, verify steps) at the window's start and end
 
     def start(self) -> None:
         t = self.engine.totals
@@ -248,6 +251,18 @@ class _Sampler:
             t.retracted_requests,
             t.prefill_hit_tokens,
             t.computed_prompt_tokens,
+        )
+        self.accepted[0] = self._accepted()
+
+    def stop(self) -> None:
+        self.active = False
+        self.accepted[1] = self._accepted()
+
+    def _accepted(self) -> tuple[int, int]:
+        c = self.engine.counters  # what a decode line has folded in, and what it has not yet
+        return (
+            c.spec_accept_tokens + c.pending_accept_tokens,
+            c.spec_forward_ct + c.pending_forward_ct,
         )
 
     def observe(self, engine, seconds: float) -> None:
@@ -261,6 +276,8 @@ class _Sampler:
     def fields(self) -> dict[str, Any]:
         t, w = self.engine.totals, max(self.weight, 1e-12)
         retracted0, hits0, computed0 = self.totals_at_start or (0, 0, 0)
+        starts, ends = self.accepted
+        tokens = ends[0] - starts[0]
         hits = t.prefill_hit_tokens - hits0
         computed = t.computed_prompt_tokens - computed0
         return {
@@ -270,6 +287,7 @@ class _Sampler:
             "cache_hit_rate": hits / (hits + computed) if hits + computed else 0.0,
             "retractions": t.retracted_requests - retracted0,
             "max_total_num_tokens": self.engine.kv_tokens,
+            "accept_len": tokens / steps if (steps := ends[1] - starts[1]) > 0 else 1.0,
         }
 
 
@@ -327,7 +345,7 @@ def modelled_steady_state(
             if len(ends) == concurrency:
                 sampler.start()
             if len(ends) >= concurrency + completions:
-                sampler.active = False
+                sampler.stop()
                 stop.set()
 
     async def drive() -> None:

@@ -71,6 +71,8 @@ def test_the_default_sweep_stops_once_speculation_off_is_settled(printed):
     assert "of search.n_trials' starts unspent" in stop[0]
     deploy = [line for line in printed if line.startswith("Deploy:")]
     assert deploy[0].startswith("Deploy: speculation off: no configuration beats the baseline")
+    banner = [line for line in printed if "+ baseline" in line]
+    assert banner[0].startswith("up to 12 trials + baseline (the model ends the search once")
 
 
 def test_readme_shows_what_the_default_sweep_prints(printed):

@@ -66,3 +66,23 @@ def test_decode_lines_carry_the_forward_iteration_when_asked(tmp_path):
     assert all(s is not None and s.forward_iter is not None for s in stats)
     iters = [s.forward_iter for s in stats]
     assert iters == sorted(iters) and stats[-1].accept_len is not None
+
+
+def test_decode_lines_say_a_batch_above_the_largest_graph_ran_eager(tmp_path):
+    """0.5.23 `report_decode_stats(can_run_cuda_graph)`: with graphs captured up to 2 requests,
+    a step of 4 runs eager and its line says so; /get_server_info lists the sizes captured."""
+    with _serve(tmp_path, "0.5.23", cuda_graph_max_bs=2, env=(("NCCL_PROTO", "LL"),)) as server:
+        server.wait_ready()
+        info = server.server_info()
+        Benchmark(
+            server.command.base_url,
+            BenchmarkSpec(
+                model="m", max_tokens=256, warmup=0, runs=1, concurrency=(4,), window_completions=4
+            ),
+            ServerClock.from_server_info(info),
+            speculative=True,
+        ).run()
+        lines = [parse_decode_line(ln) for ln in server.log_text().splitlines()]
+    assert effective_params(info)["decode_cuda_graph_bs"] == [1, 2]
+    seen = {(s.running_req > 2, s.cuda_graph) for s in lines if s is not None}
+    assert (True, False) in seen and (True, True) not in seen

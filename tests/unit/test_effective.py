@@ -39,3 +39,11 @@ def test_the_gpus_come_from_the_launch_not_from_server_info():
 
 def test_the_mlflow_names_stay():
     assert {"cuda_graph_max_bs_decode", "cuda_visible_devices"} <= set(EFFECTIVE_KEYS)
+
+
+def test_the_captured_decode_batch_sizes_come_from_the_schedulers_state():
+    # 0.5.23 internal_state.py `_add_disaggregation`: what the decode runner captured
+    info = {**V0523, "internal_states": [{"decode_cuda_graph_bs": [1, 2, 4, 8, 40, 44, 48]}]}
+    assert effective_params(info)["decode_cuda_graph_bs"] == [1, 2, 4, 8, 40, 44, 48]
+    assert "decode_cuda_graph_bs" not in effective_params(V0523)
+    assert "decode_cuda_graph_bs" not in effective_params(V051)  # 0.5.1 reports none

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from sweep.study.search.priors import first_trials
+from sweep.study.search.priors import first_trials, left_out
 from sweep.study.trial.objective import Objective
 from tests.conftest import ROOT
 
@@ -36,3 +36,20 @@ def test_a_space_without_the_key_enqueues_what_it_names():
     assert first_trials(search, Objective("throughput", 150)) == [
         {"mem_fraction_static": 0.85, "hicache_size": 0}
     ]
+
+
+def test_a_prior_a_narrowed_categorical_does_not_list_is_left_out_and_said():
+    """Optuna cannot enqueue a categorical value the choices lack; the space narrowed to other
+    choices says the user does not want it launched. The banner names the value and the list."""
+    search = OmegaConf.merge(
+        SEARCH, {"space": {"speculative_num_steps": {"type": "categorical", "choices": [2]}}}
+    )
+    assert first_trials(search, Objective("tok_s", 64)) == []
+    assert left_out(search, Objective("tok_s", 64)) == [
+        "speculative_num_steps=3 is not among search.space's speculative_num_steps choices [2]"
+    ]
+    wider = OmegaConf.merge(
+        SEARCH, {"space": {"speculative_num_steps": {"type": "categorical", "choices": [2, 3]}}}
+    )
+    assert chains(first_trials(wider, Objective("tok_s", 64))) == [(3, 1, 4)]
+    assert left_out(wider, Objective("tok_s", 64)) == []

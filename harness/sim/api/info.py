@@ -14,7 +14,6 @@ from typing import Any
 from fastapi import FastAPI, Query
 from fastapi.responses import PlainTextResponse, Response
 
-from harness.sglang.speculative import decode_graph_batch_sizes
 from harness.sim.api.prometheus import prometheus_text
 from harness.sim.api.state import ServerState
 from harness.sim.cli import reported_args
@@ -98,7 +97,8 @@ def _server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any
             "graph": {"decode": graph_gb} if captured else {},
         },
         "disaggregation_mode": "null",
-        "decode_cuda_graph_bs": decode_graph_batch_sizes(captured),
+        # what the decode runner captured (0.5.23 tp_worker.py::get_decode_cuda_graph_bs)
+        "decode_cuda_graph_bs": list(state.args.get("sim_graph_bs") or []) if captured else [],
         "decode_cuda_graph_memory_gb": graph_gb if captured else 0.0,
     }
     _add_accept_length(internal, state)

@@ -34,7 +34,6 @@ from dataclasses import replace
 from typing import Any
 
 from harness.sglang.adaptive import ADAPTIVE_KNOB_DEFAULTS, adaptive_slots
-from harness.sglang.speculative import decode_graph_batch_sizes
 from harness.sim.model.adaptive_args import adaptive_config
 from harness.sim.model.perf_model import MemoryPlan, PerfModel, cuda_graph_mib
 
@@ -233,6 +232,5 @@ def adaptive_model(model: PerfModel, args: dict[str, Any]) -> PerfModel:
     """`model` as an adaptive server serves it, when the launch asked for (and kept) adaptive."""
     if not args.get("speculative_adaptive") or model.spec is None:
         return model
-    captured = decode_graph_batch_sizes(model.dep.graph_max_bs) if model.dep.cuda_graph else []
     config = adaptive_config(args.get("speculative_adaptive_config"))
-    return AdaptivePerfModel(model, AdaptivePolicy(model.spec.steps, config, captured))
+    return AdaptivePerfModel(model, AdaptivePolicy(model.spec.steps, config, model.captured))

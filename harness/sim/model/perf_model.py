@@ -11,7 +11,7 @@ verify pass); N = B*n tokens, L layers, g = TP size:
     t_flops(N)  = 2 * active_params * N / g / tflops
     t_attn      = B * ctx * kv_bytes / (hbm * e_attn)    (MLA latent KV read per step; e_attn the
                                                           kernel's share of HBM bandwidth)
-    t_kernel    = kernel_us (+ eager_us without CUDA graphs)
+    t_kernel    = kernel_us (+ eager_us where the step runs eager: see Graphs below)
     t_host      = host step time + r (r: latency-bound kernel time of the target's layers
                                       beyond t_kernel, profiles.forward_latency_ms)
 
@@ -29,6 +29,14 @@ Speculative iteration (EAGLE/EAGLE3, `steps` draft steps, `topk` branches, `D` d
 with T_draft(B * D) the draft-extend pass over the verified tokens and H_spec the worker's host
 time per iteration (smaller with the overlap scheduler) and v the per-draft-token verify cost
 (tree mask, logits over the 160K vocabulary, rejection sampling). Baseline decode is T_fwd(B, 1).
+
+Graphs (SGLang 0.5.23, harness.sglang.graphs): a decode or verify step of B running requests
+replays the CUDA graph of P = the smallest captured batch size >= B (the sizes count requests; a
+verify graph holds P * D token rows), so T_fwd, T_draft and the allreduces above run at P: the
+P - B padding rows cost every GEMM, expert read and allreduce a real row does, and attend to one
+token (the backends' seq_len fill value), so t_attn counts the B real rows. The step cost is
+then a staircase in B with its jumps at the captured sizes. Above the largest captured size (or
+with graphs off) the step runs eager at B, eager_us per layer added. Prefill is not padded.
 
 Tokens per request per iteration: tau = 1 + sum_k prod_{j<=k} q_j, with the tree's nodes per
 depth n_k allocated greedily from the budget D - 1 (at most topk at depth 1, topk^2 deeper) and
@@ -61,6 +69,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
+from harness.sglang import graphs
 from harness.sim.model import shapes
 from harness.sim.model.profiles import (
     MIB,
@@ -97,12 +106,15 @@ class Deployment:
     overlap: bool
     nccl_tuned: bool
     hicache_size_gb: int
-    graph_max_bs: int
+    graph_max_bs: int  # the largest decode batch captured (what the graphs' memory scales with)
     speculation: Speculation | None
     # KV budget kept back for a multimodal model's embedding cache (0.5.23
     # SGLANG_VLM_CACHE_SIZE_MB, harness.sglang.memory), at any mem_fraction_static
     kv_reserve_mib: float = 0.0
     device: str = "cuda"  # --device: names the batch lines' graph label ("cpu graph")
+    # the decode batch sizes captured (harness.sglang.graphs.decode_batch_sizes); empty: SGLang's
+    # listed sizes up to graph_max_bs
+    graph_bs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,6 +175,12 @@ class PerfModel:
         self.dep = deployment
         self.spec = deployment.speculation
         self.levels = self._tree_levels() if self.spec else []
+        # the decode batch sizes captured as CUDA graphs, ascending (empty: none, all eager)
+        self.captured: list[int] = []
+        if deployment.cuda_graph:
+            self.captured = list(deployment.graph_bs) or graphs.decode_batch_sizes(
+                deployment.graph_max_bs, self.spec is not None
+            )
 
     def at_steps(self, steps: int) -> PerfModel:
         """The same deployment with the chain drafter at `steps` (topk 1, steps + 1 draft tokens;
@@ -183,14 +201,25 @@ class PerfModel:
         volume = 2 * (g - 1) / g * tokens * self.target.hidden * 2
         return latency + volume / (self.hw.bus_gb_s * 1e9)
 
-    def _kernel_s(self) -> float:
-        us = self.hw.kernel_us_per_layer + (
-            0 if self.dep.cuda_graph else self.hw.eager_us_per_layer
-        )
+    def _kernel_s(self, eager: bool) -> float:
+        us = self.hw.kernel_us_per_layer + (self.hw.eager_us_per_layer if eager else 0)
         return us * 1e-6
 
-    def target_forward_s(self, batch: int, tokens_per_req: int, context: int) -> float:
+    def target_forward_s(
+        self,
+        batch: int,
+        tokens_per_req: int,
+        context: int,
+        *,
+        eager: bool | None = None,
+        attended: int | None = None,
+    ) -> float:
+        """`batch` rows of `tokens_per_req` tokens; `attended` of them (default all) read
+        `context` tokens of KV: a captured graph's padding rows run every GEMM and allreduce
+        but attend to one token (the backends' `get_cuda_graph_seq_len_fill_value`, 1).
+        `eager` None: eager exactly when the launch captures no graphs."""
         t, g, n = self.target, self.dep.tp, batch * tokens_per_req
+        eager = not self.dep.cuda_graph if eager is None else eager
         experts = t.experts * (
             1 - (1 - t.experts_per_token / t.experts) ** (n**t.expert_correlation)
         )
@@ -199,38 +228,49 @@ class PerfModel:
         ) + t.lm_head_bytes
         weights_s = weight_bytes / g / (self.hw.hbm_gb_s * 1e9)
         flops_s = 2 * t.active_params * n / g / (self.hw.tflops * 1e12)
-        attn_s = batch * context * t.kv_bytes_per_token / (self.hw.hbm_gb_s * 1e9)
+        readers = batch if attended is None else attended
+        attn_s = readers * context * t.kv_bytes_per_token / (self.hw.hbm_gb_s * 1e9)
         attn_s /= self.hw.attention_efficiency
         host_s = 1e-3 * (
             self.hw.host_step_ms if self.dep.overlap else self.hw.host_step_no_overlap_ms
         )
-        layers_s = t.layers * (2 * self._allreduce_s(n) + self._kernel_s())
+        layers_s = t.layers * (2 * self._allreduce_s(n) + self._kernel_s(eager))
         if self.dep.hicache_size_gb > 0:
             # SGLang issue #26305: HiCache on an MLA model regressed TPOT; a small tax here.
             layers_s *= 1.02
         latency_s = self.hw.forward_latency_ms * 1e-3
         return layers_s + weights_s + flops_s + attn_s + host_s + latency_s
 
-    def _draft_forward_s(self, tokens: int) -> float:
+    def _draft_forward_s(self, tokens: int, eager: bool) -> float:
         assert self.spec is not None
         weights_s = self.spec.drafter.weights_mib_per_gpu * MIB / (self.hw.hbm_gb_s * 1e9)
         return (
             2 * self._allreduce_s(tokens)
-            + 3 * self._kernel_s()
+            + 3 * self._kernel_s(eager)
             + weights_s
             + self.hw.draft_host_ms * 1e-3
         )
 
+    def graph_batch(self, batch: int) -> int | None:
+        """The captured batch size a decode (verify) step of `batch` requests replays, or None
+        where it runs eager (harness.sglang.graphs.padded_batch)."""
+        return graphs.padded_batch(batch, self.captured)
+
     def decode_step_s(self, batch: int, context: int) -> float:
-        """One scheduler iteration for `batch` running requests at mean context `context`."""
+        """One scheduler iteration for `batch` running requests at mean context `context`: the
+        target's decode (verify) pass and the draft's passes at the captured batch size the
+        batch pads to (its padding rows computed like real ones), or eager at `batch` above
+        the largest captured size (the module docstring's Graphs)."""
+        padded = self.graph_batch(batch)
+        rows, eager = (batch, True) if padded is None else (padded, False)
         if self.spec is None:
-            return self.target_forward_s(batch, 1, context)
+            return self.target_forward_s(rows, 1, context, eager=eager, attended=batch)
         s = self.spec
         host = self.hw.spec_host_ms if self.dep.overlap else self.hw.spec_host_no_overlap_ms
         return (
-            self.target_forward_s(batch, s.draft_tokens, context)
-            + s.steps * self._draft_forward_s(batch * s.topk)
-            + self._draft_forward_s(batch * s.draft_tokens)
+            self.target_forward_s(rows, s.draft_tokens, context, eager=eager, attended=batch)
+            + s.steps * self._draft_forward_s(rows * s.topk, eager)
+            + self._draft_forward_s(rows * s.draft_tokens, eager)
             + (
                 host
                 + shapes.verify_ms(self.hw, s.draft_tokens)

@@ -294,6 +294,9 @@ class StudyRun:
         trials_line = self._trials_line(study)
         if trials_line.startswith("no trials"):
             base = ""  # the line says why no trial runs
+        elif self._stops_when_settled():
+            trials_line = f"up to {trials_line}"
+            base += " (the model ends the search once the answer is settled)"
         console.print(f"{trials_line}{base}; {runs_line(spec)}", soft_wrap=True)
         console.print(workload_line(spec, prompts), soft_wrap=True)
         held = pinned_line(cfg.search, self.plan.objective, set(self.plan.space.params))
@@ -312,6 +315,8 @@ class StudyRun:
                 console.print(f"{self.plan.slots} GPU slots side by side (GPUs {groups})")
             else:
                 console.print(f"1 GPU slot (GPUs {groups}), locked against other workers here")
+        for prior in priors.left_out(cfg.search, self.plan.objective):
+            console.print(f"search.enqueue: a prior left out, {prior}", soft_wrap=True)
         console.print(f"results in {self.study_dir}", soft_wrap=True)
         notice = software_notice(self._changed_software(study))
         if notice:
@@ -331,6 +336,13 @@ class StudyRun:
         )
         if line:
             console.print(line, soft_wrap=True)
+
+    def _stops_when_settled(self) -> bool:
+        """Whether the model's stopping rules may end this sweep before search.n_trials
+        (sweep.study.model.stopping): the banner then gives n_trials as the most it launches."""
+        sampler = self.cfg.search.sampler
+        budget = self.cfg.search.get("budget_gpu_hours")
+        return sampler.name == "model" and bool(sampler.get("stop", True)) and budget is None
 
     def _trials_line(self, study: optuna.Study) -> str:
         search = self.cfg.search

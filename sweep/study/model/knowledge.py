@@ -194,15 +194,16 @@ class Knowledge:
         chain is one of the two: a prior costs a launch, and the line through 3 and 5 steps is
         extrapolated to 1 rather than interpolated, a wider band the model pays for only if the
         short chains are worth proposing."""
-        depth = int(self.space.params[STEPS].high)
-        low = int(self.space.params[STEPS].low)
+        steps_searched = [int(v) for v in self.space.params[STEPS].levels()]
+        depth, low = max(steps_searched), min(steps_searched)
         first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
         chains = self.measured_chains | self.earlier_chains
         if len(chains) >= 2:
             return None
         # a failed end is replaced from its side: the next-longest where the one-step chain is
         # measured, else the next-shortest (shorter chains need less memory beyond the pool)
-        inward = range(depth - 1, low, -1) if low in chains else range(low + 1, depth)
+        inner = [s for s in sorted(steps_searched) if low < s < depth]
+        inward = inner[::-1] if low in chains else inner
         for steps in (depth, low, *inward):
             config = Config((steps, 1, steps + 1), first)
             if steps not in chains and config in self.candidates:

@@ -2,12 +2,13 @@
 
 The driver writes `model_obs` when it tells a trial that ran (ok or stopped early): per measured
 level, the accept length (tokens per verify step, `accept_len_c<C>`), P(>=k) with its step count
-(`harness.record.results.StepHistogram`), the speeds the objectives read (decode tok/s per user,
-output tok/s over all streams) with their 95% half-widths and the runs behind them, and the mean
-running requests (`running_mean_c<C>`, SGLang's `#running-req`); the KV pool the server reported
-(`max_total_num_tokens`); and how long the launch took (start-up, then the benchmark). Everything
-the model fits is read back from the study, so a resumed sweep or another worker fits the same
-model.
+(`harness.record.results.StepHistogram`), the speeds the objectives read (decode tok/s per
+user, output tok/s over all streams) with their 95% half-widths and the runs behind them, and the
+requests a decode step ran and waited (the decode lines' mean `#running-req` and `#queue-req`); the
+decode batch sizes the server captured as CUDA graphs, its request cap (/get_server_info) and its
+KV pool (`max_total_num_tokens`); and how long the launch took (start-up, then the benchmark).
+Everything the model fits is read back from the study, so a resumed sweep or another worker fits
+the same model.
 
 `run_noise` reads from those intervals how far one run strays on this box: what a screened
 launch's single run is worth against the model (`knowledge.anchored`, `sampler.worth_screening`,
@@ -51,7 +52,8 @@ class Level:
     at_least: tuple[float, ...] = ()  # P(>=1), P(>=2), ... (empty: not recorded)
     steps: int = 0  # verify steps behind at_least
     runs: int = 0  # complete runs behind the speeds and their intervals (0: not recorded)
-    running: float | None = None  # mean #running-req: the requests admitted (None: not recorded)
+    running: float | None = None  # mean requests in a decode step (the decode lines' #running-req)
+    queue: float | None = None  # mean requests waiting (their #queue-req): the pool or cap binds
 
     def speed(self, field_name: str) -> tuple[float | None, float | None]:
         """(value, 95% half-width) of `decode` or `output`."""
@@ -81,6 +83,10 @@ class Observation:
     screened: bool = False  # measured with one run (the opening), never an answer
     fraction: float | None = None  # mem_fraction_static it ran at
     pool: int | None = None  # the KV pool it reported (max_total_num_tokens)
+    # what the server reported: the decode batch sizes it captured as CUDA graphs (empty: not
+    # reported) and its request cap (None: not reported)
+    graph_bs: tuple[int, ...] = ()
+    max_running: int | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -109,6 +115,7 @@ def observation_attrs(result: TrialResult) -> dict[str, Any] | None:
             "steps": hist.steps if hist else 0,
             "runs": sum(r.concurrency == c for r in runs),
             "running": m.get(f"running_mean_c{c}"),
+            "queue": m.get(f"queue_mean_c{c}"),
         }
     if not levels:
         return None
@@ -121,6 +128,8 @@ def observation_attrs(result: TrialResult) -> dict[str, Any] | None:
         "startup_s": result.startup_wall_s,
         "bench_s": bench,
         "pool": int(pool) if pool else None,
+        "graph_bs": list(result.effective.get("decode_cuda_graph_bs") or []),
+        "max_running": result.effective.get("max_running_requests"),
     }
 
 
@@ -149,6 +158,7 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
                 steps=int(v.get("steps") or 0),
                 runs=int(v.get("runs") or 0),
                 running=v.get("running"),
+                queue=v.get("queue"),
             )
             for c, v in data["levels"].items()
         }
@@ -167,6 +177,8 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
                 screened=bool(t.user_attrs.get(SCREENED)),
                 fraction=cand.get("mem_fraction_static"),
                 pool=data.get("pool"),
+                graph_bs=tuple(int(b) for b in data.get("graph_bs") or ()),
+                max_running=data.get("max_running"),
             )
         )
     return out

@@ -215,9 +215,12 @@ class ModelSampler(BaseSampler):
     def _values(self, config: Config, search_space) -> dict[str, Any]:
         s, k, d = config.shape
         values: dict[str, Any] = {STEPS: s, TOPK: k}
-        if DRAFT in search_space:
+        if DRAFT in search_space:  # a chain's count is SGLang's (steps + 1), not the space's
             dist = search_space[DRAFT]
-            values[DRAFT] = min(max(d, int(dist.low)), int(dist.high))
+            if isinstance(dist, CategoricalDistribution):
+                values[DRAFT] = d if d in dist.choices else dist.choices[0]
+            else:
+                values[DRAFT] = min(max(d, int(dist.low)), int(dist.high))
         values.update({n: v for n, v in config.others if n in search_space})
         return values
 

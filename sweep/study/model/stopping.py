@@ -64,6 +64,11 @@ class Stop:
                 f"predicted upper bound reaches the baseline's lower bound ({b.baseline_lower:.1f} "
                 f"{unit}{left}): {self.ruled_out} configurations ruled out"
             )
+        if not self.ruled_out:  # nothing unmeasured: no bound to compare
+            return (
+                f"model: every configuration of search.space is measured; trial_"
+                f"{self.best_trial:04d} is the best (its lower bound {self.lower_bound:.1f} {unit})"
+            )
         return (
             f"model: no unmeasured configuration can beat trial_{self.best_trial:04d} (its lower "
             f"bound {self.lower_bound:.1f} {unit}; the highest predicted upper bound left "

@@ -34,7 +34,39 @@ def first_trials(search: Any, objective) -> list[dict[str, Any]]:
     space = search.get("space")
     if not space:
         return trials
-    return [{k: v for k, v in p.items() if k in space} for p in trials]
+    searched = [{k: v for k, v in p.items() if k in space} for p in trials]
+    return [p for p in searched if not unlisted(p, space)]
+
+
+def unlisted(prior: dict[str, Any], space: Any) -> list[str]:
+    """The prior's values a categorical parameter of `space` does not list, as `key=value`.
+    Optuna cannot enqueue those (a fixed categorical value must be one of the choices), and a
+    space narrowed to other choices says the user does not want that configuration launched;
+    a value outside an int or float range is enqueued as written, as Optuna takes it."""
+    return [
+        f"{k}={v}"
+        for k, v in prior.items()
+        if space[k].get("type") == "categorical" and v not in list(space[k].get("choices") or [])
+    ]
+
+
+def left_out(search: Any, objective) -> list[str]:
+    """The priors `first_trials` leaves out, each with the values the space does not list."""
+    trials = [dict(p) for p in (search.get("enqueue") or [])]
+    if max(objective_levels(objective)) > 1:
+        trials += [dict(p) for p in (search.get("enqueue_under_load") or [])]
+    space = search.get("space") or {}
+    out = []
+    for prior in trials:
+        values = unlisted({k: v for k, v in prior.items() if k in space}, space)
+        if values:
+            out.append(f"{', '.join(values)} is not among search.space's {_choices(space, values)}")
+    return out
+
+
+def _choices(space: Any, values: list[str]) -> str:
+    keys = dict.fromkeys(v.split("=", 1)[0] for v in values)
+    return "; ".join(f"{k} choices {list(space[k].choices)}" for k in keys)
 
 
 def enqueue(study: optuna.Study, search: Any, objective, skip_if_exists: bool = True) -> None:

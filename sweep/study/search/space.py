@@ -59,6 +59,10 @@ class Param:
                 raise ConfigError(
                     f"{where}: a categorical parameter needs a non-empty choices list."
                 )
+            # An override {type: categorical, choices: [...]} merges over the default's range:
+            # the low/high left over mean nothing for a list and must not be read as its bounds.
+            for bound in ("low", "high", "step"):
+                object.__setattr__(self, bound, None)
         elif self.low is None or self.high is None or self.low > self.high:
             raise ConfigError(f"{where}: needs low <= high (got low={self.low}, high={self.high}).")
         if self.target is None and self.name not in _SERVER_KEYS:
@@ -85,6 +89,15 @@ class Param:
                 raise ConfigError(f"{where}.{label}={value}: must be >= {lo} (SGLang: {lo}..{hi}).")
             if value > hi:
                 raise ConfigError(f"{where}.{label}={value}: must be <= {hi} (SGLang: {lo}..{hi}).")
+
+    def levels(self) -> tuple[Any, ...]:
+        """Every value a discrete parameter takes: its choices, or its int range on its step."""
+        if self.type == "categorical":
+            return self.choices
+        if self.type != "int":
+            raise ValueError(f"search.space.{self.name} is a float range: it has no levels")
+        assert self.low is not None and self.high is not None
+        return tuple(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
 
     @property
     def key(self) -> str:

@@ -1,0 +1,154 @@
+"""The bar the default sampler is held to on search_efficiency's landscapes, and where it stands.
+
+Each bar is a ratio of two arms' median GPU-hours to 2% of the optimum, read on every named
+landscape with a paired bootstrap interval over seeds (the arms of one seed share its landscape
+and noise), and on each family part as the median of its members' ratios with a bootstrap
+interval over members:
+
+- `model` / `opening+clairvoyant` at most 1.25: the model's own opening, then a clairvoyant's one
+  launch, is the least a search that opens as the model does can spend;
+- `model` / `tpe` at most 0.5 on single-stream objectives: Optuna's `TPESampler()` as shipped,
+  what a user would pick instead;
+- `model+priors` / `model` at most 1.05: the priors never cost much where they do not help.
+
+On each family part the model's worst decile (its 90th percentile of GPU-hours relative to the
+best other arm, `_search_report.summarize_set`) must not exceed random's, and on a part of
+memory-tight deployments every search of the model reaches 2% within the budget. A cell
+"meets" when its point estimate is within the limit; the interval says how sure that is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from rich.table import Table
+
+from benchmarks._search_stats import bootstrap_ratio
+
+Reached = tuple[int, float] | None
+
+
+@dataclass(frozen=True)
+class Bar:
+    arm: str
+    against: str
+    limit: float
+    single_only: bool = False  # read on single-stream landscapes only
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm} / {self.against}"
+
+
+BARS = (
+    Bar("model", "opening+clairvoyant", 1.25),
+    Bar("model", "tpe", 0.5, single_only=True),
+    Bar("model+priors", "model", 1.05),
+)
+MEMORY_TIGHT = "memory"  # a set whose name holds this is a memory-tight part
+
+
+def _single(label: str) -> bool:
+    return label.endswith(" single")
+
+
+def landscape_ratios(label: str, runs: dict[str, list[Reached]]) -> dict[str, list[float]]:
+    """Each bar's [point, low, high] on one landscape, where both of its arms ran."""
+    out = {}
+    for bar in BARS:
+        missing = bar.arm not in runs or bar.against not in runs
+        if missing or (bar.single_only and not _single(label)):
+            continue
+        gh = [[r and r[1] for r in runs[a]] for a in (bar.arm, bar.against)]
+        out[bar.name] = list(bootstrap_ratio(*gh))
+    return out
+
+
+def _median_over_members(points: list[float], seed: int = 0) -> list[float]:
+    """The median of the members' ratios and its bootstrap interval over members."""
+    data = np.array(points, dtype=float)
+    data = data[~np.isnan(data)]
+    if data.size == 0:
+        return [math.nan, math.nan, math.nan]
+    rng = np.random.default_rng(seed)
+    medians = np.median(data[rng.integers(0, data.size, size=(2000, data.size))], axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5], method="inverted_cdf")
+    return [float(np.median(data)), float(low), float(high)]
+
+
+def rows(sets: dict) -> list[dict]:
+    """Every cell of the bar: where it is read, what, the ratio with its interval, the limit."""
+    out = []
+    for name, s in sets.items():
+        lands = s["landscapes"]
+        if name == "profiles":
+            for land in lands:
+                for bar in BARS:
+                    value = land.get("bar", {}).get(bar.name)
+                    if value is not None:
+                        out.append(_row(land["landscape"], bar.name, value, bar.limit))
+            continue
+        for bar in BARS:
+            points = [land["bar"][bar.name][0] for land in lands if bar.name in land.get("bar", {})]
+            if points:
+                where = f"{name}: median of {len(points)}"
+                out.append(_row(where, bar.name, _median_over_members(points), bar.limit))
+        deciles = s["summary"].get("arm_vs_best_other", {})
+        if "model" in deciles and "random" in deciles:
+            model, rand = deciles["model"]["worst_decile"], deciles["random"]["worst_decile"]
+            out.append(
+                {
+                    "where": f"{name}: worst decile",
+                    "bar": "model vs random (x best other)",
+                    "value": f"{model:.2f} vs {rand:.2f}",
+                    "limit": "<= random",
+                    "meets": model <= rand,
+                }
+            )
+        if MEMORY_TIGHT in name:
+            reached = [r for land in lands for r in land["arms"] if r["arm"] == "model"]
+            got, seeds = sum(r["reached"] for r in reached), sum(r["seeds"] for r in reached)
+            out.append(
+                {
+                    "where": f"{name}: every search",
+                    "bar": "model reaches 2% within the budget",
+                    "value": f"{got}/{seeds}",
+                    "limit": "all",
+                    "meets": got == seeds,
+                }
+            )
+    return out
+
+
+def _row(where: str, bar: str, value: list[float], limit: float) -> dict:
+    point, low, high = value
+    return {
+        "where": where,
+        "bar": bar,
+        "value": f"{_fmt(point)} [{_fmt(low)}, {_fmt(high)}]",
+        "limit": f"<= {limit:g}",
+        "meets": not math.isnan(point) and point <= limit,
+    }
+
+
+def _fmt(v: float) -> str:
+    if v is None or math.isnan(v):
+        return "n/a"
+    return "never" if math.isinf(v) else f"{v:.2f}"
+
+
+def table(title: str, cells: list[dict]) -> Table:
+    out = Table(title=title)
+    for column, justify in (
+        ("where", "left"),
+        ("bar (GPU-hours to 2%)", "left"),
+        ("ratio [95%]", "right"),
+        ("limit", "right"),
+        ("meets", "left"),
+    ):
+        out.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for c in cells:
+        out.add_row(c["where"], c["bar"], c["value"], c["limit"], "yes" if c["meets"] else "NO")
+    return out

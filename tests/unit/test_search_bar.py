@@ -1,0 +1,51 @@
+"""search_efficiency's bar: each ratio read where it applies, the family parts as the median of
+their members, a censored search never counted as having reached."""
+
+from __future__ import annotations
+
+from benchmarks import _search_bar
+
+
+def runs(model: list, floor: list, tpe: list) -> dict:
+    return {
+        "model": [(1, h) if h is not None else None for h in model],
+        "opening+clairvoyant": [(1, h) for h in floor],
+        "tpe": [(1, h) for h in tpe],
+    }
+
+
+def test_a_named_landscape_reads_each_bar_where_its_arms_ran():
+    single = _search_bar.landscape_ratios("box single", runs([3, 3, 3], [2, 2, 2], [9, 9, 9]))
+    assert single["model / opening+clairvoyant"][0] == 1.5
+    assert single["model / tpe"][0] == 3 / 9
+    assert "model+priors / model" not in single  # the arm did not run
+    multi = _search_bar.landscape_ratios("box multi", runs([3, 3, 3], [2, 2, 2], [9, 9, 9]))
+    assert "model / tpe" not in multi  # the TPE bar is single-stream only
+
+
+def test_a_family_part_reads_the_median_of_its_members_and_its_reach():
+    members = [
+        runs([h, h, h], [2, 2, 2], [8, 8, 8]) for h in (2.0, 2.2, 3.0)
+    ]  # ratios 1.0, 1.1, 1.5 to the floor
+    members.append(runs([None, None, 2.0], [2, 2, 2], [8, 8, 8]))  # censored on most seeds
+    lands = [
+        {
+            "landscape": f"m{i} single",
+            "bar": _search_bar.landscape_ratios(f"m{i} single", r),
+            "arms": [
+                {"arm": "model", "reached": sum(x is not None for x in r["model"]), "seeds": 3}
+            ],
+        }
+        for i, r in enumerate(members)
+    ]
+    summary = {
+        "arm_vs_best_other": {"model": {"worst_decile": 1.2}, "random": {"worst_decile": 1.5}}
+    }
+    cells = _search_bar.rows({"family-memory": {"landscapes": lands, "summary": summary}})
+    by = {(c["where"], c["bar"]): c for c in cells}
+    floor = by[("family-memory: median of 4", "model / opening+clairvoyant")]
+    assert floor["value"].startswith("1.30 ")  # the median of 1.0, 1.1, 1.5 and never
+    assert not floor["meets"]
+    assert by[("family-memory: worst decile", "model vs random (x best other)")]["meets"]
+    reach = by[("family-memory: every search", "model reaches 2% within the budget")]
+    assert reach["value"] == "10/12" and not reach["meets"]
