@@ -255,6 +255,8 @@ class TrialLoop:
                 with self.work.phase("forecast"):
                     forecast = self.watch.forecast(session.study, trial, candidate)
                     screen = self.watch.screens(session.study, trial)
+                if forecast is not None and forecast.beside_oom:  # beside an OOM: say why
+                    console.print(f"    {forecast.beside_oom}", soft_wrap=True)
                 extra = ["benchmark.runs=1", "benchmark.adaptive=false"] if screen else []
                 # in full after a screen: the runs it did not measure, its run pooled in after
                 earlier = None if screen else screens.screen_of(session.study, candidate.key)
