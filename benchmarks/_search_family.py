@@ -67,6 +67,22 @@ steps*topk and draft tokens assumes none of them:
   the exponent is invented.
 - draft_candidate_us 0-20 per candidate node scored (1 + topk + (steps-1) * topk**2 per
   iteration): the tree's top-k selection and bookkeeping; invented, up to ~1.4 ms at 5/4.
+
+The third part, "memory-tight" (`family(n, seed, tight=True)`, search_efficiency
+--family-memory-tight): member i is the plain family's member i with its card's memory redrawn
+so that the weights fill most of it, searched under the load profile, where the fraction decides
+how many requests the KV pool admits:
+- weights_share 0.80-0.92 of gpu_memory_mib (the card is the weights per GPU over the share):
+  Kimi-K2.5 INT4 with the drafter holds 75,191 MiB per GPU at TP 8, 0.92 of an 80 GB H100, A100
+  or H800 (81,559 MiB) and 0.84 of a 94 GB H100 NVL (89,645 MiB); the plain family's 96 GB card
+  is 0.77. On such a card the priors' 0.85 leaves the weights no KV room below a share of 0.85,
+  and the pool at the fractions that start holds a few dozen requests or fewer: the fraction is
+  what the load profile's highest levels read.
+- A draw where nothing in the space (mem_fraction_static 0.82-0.94) starts a one-step chain,
+  the least memory a speculative launch needs (the KV pool too small below, the activations and
+  CUDA graphs over the rest above), has no optimum to search for: the share is drawn again from
+  the same generator, at most MAX_REDRAWS times (the activation_mib of 5,000-9,000 MiB against
+  the 6-8% of an 80 GB card the top of the range leaves is what rules those draws out).
 """
 
 from __future__ import annotations
@@ -76,8 +92,10 @@ import json
 import random
 from dataclasses import asdict, replace
 
-from benchmarks._search_landscape import Setup
+from benchmarks._search_landscape import MULTI_TOKENS, Setup, server_for
+from harness.server.command import server_flags
 from harness.sim.model import profiles
+from harness.sim.oracle import evaluate
 
 HARDWARE_RANGES = {
     "hbm_gb_s": (1_500.0, 8_000.0),
@@ -160,6 +178,41 @@ def draw_shapes(rng: random.Random, depth_decay: float) -> dict[str, dict]:
     return {"hardware": hardware, "drafter": drafter}
 
 
+WEIGHTS_SHARE = (0.80, 0.92)  # the weights' share of the card, memory-tight members
+MAX_REDRAWS = 50
+TIGHT_GRID = tuple(round(0.82 + 0.01 * i, 2) for i in range(13))  # conf/search/eagle3_five.yaml
+
+
+def weights_mib_per_gpu() -> float:
+    """What one GPU holds of the family's fixed target and drafter at TP 8 (harness/sim's
+    memory plan: the target's weights over TP, plus the drafter's per GPU)."""
+    return profiles.KIMI_K25.weights_mib_total / 8 + profiles.EAGLE3_37K_TTT5.weights_mib_per_gpu
+
+
+def starts_somewhere(constants: dict) -> bool:
+    """Whether a one-step chain (the least memory a speculative launch needs) starts at some
+    fraction of the space on the member's card, as the simulator's memory plan says."""
+    setup = register(member_name(0, constants, "probe"), constants)
+    chain = {"speculative_num_steps": 1, "speculative_eagle_topk": 1}
+    chain |= {"speculative_num_draft_tokens": 2, "hicache_size": 0}
+    for m in TIGHT_GRID:
+        argv = [*server_flags(server_for(chain | {"mem_fraction_static": m}, setup))]
+        if evaluate([*argv, *setup.sim_flags()], MULTI_TOKENS).outcome == "ok":
+            return True
+    return False
+
+
+def draw_tight(rng: random.Random, constants: dict) -> dict:
+    """The plain member `constants` on a card its weights fill (the module docstring)."""
+    for _ in range(MAX_REDRAWS):
+        share = round(rng.uniform(*WEIGHTS_SHARE), 4)
+        hardware = {**constants["hardware"], "gpu_memory_mib": round(weights_mib_per_gpu() / share)}
+        tight = {**constants, "hardware": hardware, "weights_share": share}
+        if starts_somewhere(tight):
+            return tight
+    raise RuntimeError("no memory-tight card in MAX_REDRAWS draws starts a one-step chain")
+
+
 def member_name(index: int, constants: dict, prefix: str = "family") -> str:
     digest = hashlib.sha256(json.dumps(constants, sort_keys=True).encode()).hexdigest()[:8]
     return f"{prefix}{index:02d}-{digest}"
@@ -171,7 +224,8 @@ def _tuples(group: dict) -> dict:
 
 
 def register(name: str, constants: dict) -> Setup:
-    """Add the member's profiles to the simulator's tables (in this process only)."""
+    """Add the member's profiles to the simulator's tables (in this process only); a
+    memory-tight member's `weights_share` is a record of its draw, not a profile field."""
     base_hw, base_target = profiles.RTX_PRO_6000_PCIE, profiles.KIMI_K25
     base_drafter = profiles.EAGLE3_37K_TTT5
     hardware = replace(
@@ -185,11 +239,15 @@ def register(name: str, constants: dict) -> Setup:
     return Setup(name, name, name, name)
 
 
-def family(n: int, seed: int = 0, shapes: bool = False) -> list[tuple[Setup, dict]]:
+def family(
+    n: int, seed: int = 0, shapes: bool = False, tight: bool = False
+) -> list[tuple[Setup, dict]]:
     """`n` members drawn from `seed`, registered; the same (n, seed) gives the same members, and
     the first k of a larger family are the family of k. `shapes`: the second part, each member
-    the plain one of its index with shapes drawn on top (named "shaped<i>-<hash>")."""
+    the plain one of its index with shapes drawn on top (named "shaped<i>-<hash>"); `tight`: the
+    third, each the plain one on a card its weights fill (named "tight<i>-<hash>")."""
     rng, shape_rng = random.Random(seed), random.Random(f"shapes:{seed}")
+    tight_rng = random.Random(f"tight:{seed}")
     members = []
     for index in range(n):
         constants = draw(rng)
@@ -197,14 +255,20 @@ def family(n: int, seed: int = 0, shapes: bool = False) -> list[tuple[Setup, dic
             extra = draw_shapes(shape_rng, constants["drafter"]["depth_decay"])
             for group, values in extra.items():
                 constants[group] = {**constants[group], **values}
-        name = member_name(index, constants, "shaped" if shapes else "family")
+        if tight:
+            constants = draw_tight(tight_rng, constants)
+        prefix = "shaped" if shapes else "tight" if tight else "family"
+        name = member_name(index, constants, prefix)
         members.append((register(name, constants), constants))
     return members
 
 
-def describe_ranges(shapes: bool = False) -> dict:
+def describe_ranges(shapes: bool = False, tight: bool = False) -> dict:
     """The ranges as the JSON records them."""
-    return ({"shapes": SHAPE_RANGES, "shape_depths": SHAPE_DEPTHS} if shapes else {}) | {
+    extra = {"shapes": SHAPE_RANGES, "shape_depths": SHAPE_DEPTHS} if shapes else {}
+    if tight:
+        extra["weights_share"] = WEIGHTS_SHARE
+    return extra | {
         "hardware": {**HARDWARE_RANGES, "gpu_memory_mib": GPU_MEMORY_MIB},
         "target": TARGET_RANGES,
         "drafter": DRAFTER_RANGES,

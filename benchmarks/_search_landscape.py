@@ -212,13 +212,21 @@ class Oracle:
 
     def level(self, values: dict, concurrency: int) -> float:
         """Steady-state output tok/s at `concurrency` (MULTI_TOKENS-token outputs)."""
+        return self._steady(values, concurrency)[0]
+
+    def running(self, values: dict, concurrency: int) -> float:
+        """The mean #running-req at `concurrency` (what SGLang's decode lines report, and the
+        harness records as running_mean_c<C>): the requests the KV pool and the cap admit."""
+        return self._steady(values, concurrency)[1]
+
+    def _steady(self, values: dict, concurrency: int) -> list[float]:
         v = effective(values)
         kv = self.point(v, MULTI_TOKENS)[4]
         running = min(concurrency, SPEC_MAX_RUNNING_REQUESTS)
         ample = running * (PROMPT_TOKENS * 4 + MULTI_TOKENS + v[DRAFT] + 64)
         shape = {k: x for k, x in v.items() if k != "mem_fraction_static"}
         key = json.dumps(["lv", self.profile, concurrency, min(kv, ample), sorted(shape.items())])
-        if key not in self._disk:
+        if len(self._disk.get(key, ())) < 2:  # [output tok/s, mean running]
             prompts = [f"{PROMPT}#{i}" for i in range(3 * concurrency + 32)]
             r = modelled_steady_state(
                 self._argv(v),
@@ -228,8 +236,8 @@ class Oracle:
                 max(concurrency, 16),
                 ignore_eos=True,
             )
-            self._disk[key] = [r.output_tok_s]
-        return self._disk[key][0]
+            self._disk[key] = [r.output_tok_s, r.running]
+        return self._disk[key]
 
     def multi(self, values: dict) -> dict[int, float] | None:
         """Output tok/s at every level, or None when the launch would OOM."""

@@ -179,6 +179,8 @@ class Simulation:
             for r, v in enumerate(values, start=1)
         ]
         result.metrics[f"output_tok_s_c{c}"] = stat.mean
+        if self.land.kind == "multi" and c > 1:  # SGLang's #running-req, as the harness records
+            result.metrics[f"running_mean_c{c}"] = self.land.oracle.running(self._values, c)
         if stat.n > 1:
             result.metrics[f"output_tok_s_c{c}_ci95"] = stat.ci95
         result.metrics[f"_tokens_c{c}"] = self.runs * requests * tokens
@@ -189,6 +191,7 @@ class Simulation:
         1 a run of C ramp-up + max(C, 16) window completions (harness.measure.steady)."""
         per = self.land.oracle.multi(values)
         assert per is not None
+        self._values = values
         seconds = 0.0
         for c, rate in per.items():
             if c == 1:

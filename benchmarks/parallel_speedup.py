@@ -10,6 +10,9 @@ sweeper overlaps trials, not GPU throughput.
     python benchmarks/parallel_speedup.py [--slots 1 2 4] [--clock-scale 2] [--json PATH]
     python benchmarks/parallel_speedup.py --smoke   # CI: 4 trials, 1 and 2 slots, fast clock
 
+Beside the table: the sweeper's own work per trial, by phase (`sweep.study.loop.work`, from
+each sweep's summary), and the host's load before and after, since slots share the host's CPUs.
+
 Every setting must launch and finish all eight trials ok (else its ratio compares different
 work): exit 1 otherwise. The full form writes docs/results/parallel_speedup.md.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -37,6 +41,7 @@ from benchmarks._common import (  # noqa: E402
 )
 from harness.record.layout import ResultsLayout  # noqa: E402
 from harness.server.procs import free_port  # noqa: E402
+from sweep.study.loop.work import PHASES  # noqa: E402
 
 # Eight configurations distinct in the speculative knobs (steps, topk, draft tokens), at one
 # memory setting: the sweep holds the memory knobs at the first started trial's (search.memory
@@ -76,14 +81,24 @@ def measure(slots: int, clock_scale: float, port: int, configs: list) -> dict:
         if proc.returncode != 0:
             raise SystemExit(f"sweep with {slots} slot(s) failed:\n{proc.stdout[-3000:]}")
         summary = json.loads(ResultsLayout.at(tmp).summaries()[-1].read_text())
-    launched = summary["metrics"]["n_launched"]
+    metrics = summary["metrics"]
+    launched = metrics["n_launched"]
     ok = sum(t["outcome"] == "ok" for t in summary["trials"])
+    # the sweeper's own work per trial, by phase (sweep.study.loop.work): wall and CPU seconds
+    work = {
+        p: (
+            round(metrics[f"sweeper_{p}_wall_s"] / launched, 3),
+            round(metrics[f"sweeper_{p}_cpu_s"] / launched, 3),
+        )
+        for p in PHASES
+    }
     return {
         "slots": slots,
-        "wall_s": round(summary["metrics"]["trials_wall_s"], 2),
+        "wall_s": round(metrics["trials_wall_s"], 2),
         "process_wall_s": round(total, 2),
         "launched": int(launched),
         "ok": ok,
+        "sweeper_per_trial": work,
     }
 
 
@@ -101,6 +116,7 @@ def main() -> None:
     if args.smoke:
         args.slots, args.clock_scale = [1, 2], 50.0
     port = args.port or free_port()
+    host_load = (f"{os.getloadavg()[0]:.2f}",)  # the host is what slots share: said beside
     rows = [measure(s, args.clock_scale, port, configs) for s in args.slots]
     base = next(r["wall_s"] for r in rows if r["slots"] == min(args.slots))
     for row in rows:
@@ -117,19 +133,45 @@ def main() -> None:
             str(r["ok"]),
             f"{r['speedup']:.2f}x",
         )
-    Console(width=max(Console().width, 100)).print(table)
+    work = Table(
+        title="The sweeper's own work per trial, besides its server: wall s / CPU s (SIMULATED)"
+    )
+    work.add_column("slots", justify="right")
+    for phase in (*PHASES, "total"):
+        work.add_column(phase, justify="right")
+    for r in rows:
+        phases = r["sweeper_per_trial"]
+        wall = sum(w for w, _ in phases.values())
+        cpu = sum(c for _, c in phases.values())
+        cells = [f"{w:.2f} / {c:.2f}" for w, c in phases.values()]
+        work.add_row(str(r["slots"]), *cells, f"{wall:.2f} / {cpu:.2f}")
+    out = Console(width=max(Console().width, 120))
+    out.print(table)
+    out.print(work)
     report = {
         "simulated": True,
         "profile": "llama31_8b on h100_sxm (experiment=single_gpu, hardware.gpus=4)",
         "trials": len(configs),
         "clock_scale": args.clock_scale,
         "slots": rows,
+        "host_load_1min": {"before": float(host_load[0]), "after": round(os.getloadavg()[0], 2)},
     }
     write_json(output_path(args.json, args.smoke), report, "parallel_speedup")
     note = (
         f"{len(configs)} trials per setting, clock scale {args.clock_scale:g}; {report['profile']}."
     )
-    write_results("parallel_speedup", [table], simulated=True, smoke=args.smoke, notes=(note,))
+    phases = (
+        "Sweeper work per trial: the sweeper process's own phases (sweep/study/loop/work.py), "
+        "wall seconds (waits for the GIL and the sqlite stores included) / that thread's CPU "
+        "seconds, summed over the trials and divided by the trials launched. ask: Optuna's ask; "
+        "decide: the job composed, its candidate, verdict and claim; forecast: the model's "
+        "prediction; log: the MLflow run; tell: Optuna told, the claim released, the line "
+        "printed; stop: the stopping rules. Host load (uptime) before and after: "
+        f"{host_load[0]} / {os.getloadavg()[0]:.2f}."
+    )
+    write_results(
+        "parallel_speedup", [table, work], simulated=True, smoke=args.smoke, notes=(note, phases)
+    )
     short = [r for r in rows if r["launched"] != len(configs) or r["ok"] != len(configs)]
     if short:
         raise SystemExit(

@@ -14,6 +14,9 @@ Kimi-K2.5, 1x H100 with Llama-3.1-8B), `--family [N]` N drawn deployments nobody
 (the same members with acceptance and cost shapes a model-based search does not assume, reported
 as its own set, "family-shapes"); objectives `single` (single-stream tok/s) and
 `multi` (weighted output throughput over concurrency 1, 8, 32, 64); `datagen` on request.
+`--family-memory-tight [N]` the third part (the same members on cards their weights fill, so the
+fraction decides how many requests the KV pool admits), searched under `multi` only and reported
+as its own set, "family-memory-tight".
 GPU-hours = (start-up + benchmark time) x the setup's GPUs, summed over launches; a duplicate or
 predicted OOM costs nothing. Reached = a launched, completed trial whose true (noise-free) value
 is within 2% of the optimum over the whole space; a search that never gets there within the
@@ -21,10 +24,11 @@ budget is censored (`_search_stats`). Medians over seeds with bootstrap 95% inte
 it compares search strategies on one model of the hardware, not the hardware.
 
     python benchmarks/search_efficiency.py [--profiles [LIST]] [--family [N]]
-        [--family-shapes [N]] [--seeds 50]
+        [--family-shapes [N]] [--family-memory-tight [N]] [--seeds 50]
         [--objectives single,multi] [--arms LIST] [--drift 0.02] [--jobs 2] [--quick]
         [--json PATH]
     python benchmarks/search_efficiency.py --smoke              # CI: the whole path in seconds
+    python benchmarks/search_efficiency.py --smoke --family-memory-tight  # its part (minutes)
     python benchmarks/search_efficiency.py --render-from JSON   # docs/results from a run's JSON
 
 A run writes docs/results/search_efficiency.md, its tables under the command, date and machine
@@ -190,6 +194,7 @@ def main() -> None:
     parser.add_argument("--profiles", nargs="?", const=",".join(SETUPS), default=None)
     parser.add_argument("--family", nargs="?", type=int, const=30, default=0)
     parser.add_argument("--family-shapes", nargs="?", type=int, const=30, default=0)
+    parser.add_argument("--family-memory-tight", nargs="?", type=int, const=30, default=0)
     parser.add_argument("--family-seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--gp-seeds", type=int, default=None, help="seeds GPSampler gets")
@@ -223,12 +228,17 @@ def main() -> None:
     if args.smoke:  # one box, one objective, two seeds: every step of a search and the bar
         args.profiles, args.objectives, args.seeds = "rtx_pro_6000_pcie", "single", 2
         args.arms, args.budget, args.family, args.family_shapes = SMOKE_ARMS, 40, 0, 0
+        if args.family_memory_tight:  # its own smoke: one memory-tight member under load
+            args.profiles, args.family_memory_tight = None, 1
     args.json = output_path(args.json, args.smoke)
-    if args.profiles is None and not args.family and not args.family_shapes:
+    if args.profiles is None and not (
+        args.family or args.family_shapes or args.family_memory_tight
+    ):
         args.profiles = ",".join(SETUPS)
     if args.quick:
         args.seeds, args.family = min(args.seeds, 5), min(args.family, 8)
         args.family_shapes = min(args.family_shapes, 8)
+        args.family_memory_tight = min(args.family_memory_tight, 8)
     args.gp_seeds = min(args.gp_seeds if args.gp_seeds is not None else args.seeds, args.seeds)
     _ARGS = args
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -262,22 +272,24 @@ def main() -> None:
                 labels.append(f"{name} {kind}")
                 prepare(labels[-1], SETUPS[name], kind, base, references)
         sets.append(("profiles", labels))
-    for name, n, shapes in (
-        ("family", args.family, False),
-        ("family-shapes", args.family_shapes, True),
+    for name, n, shapes, tight in (
+        ("family", args.family, False, False),
+        ("family-shapes", args.family_shapes, True, False),
+        ("family-memory-tight", args.family_memory_tight, False, True),
     ):
         if not n:
             continue
         labels = []
-        members = _search_family.family(n, args.family_seed, shapes)
+        members = _search_family.family(n, args.family_seed, shapes, tight)
+        kinds = ["multi"] if tight else args.family_objectives.split(",")  # where memory decides
         for setup, _constants in members:
-            for kind in args.family_objectives.split(","):
+            for kind in kinds:
                 labels.append(f"{setup.name} {kind}")
                 prepare(labels[-1], setup, kind, base, references)
         sets.append((name, labels))
         report[name.replace("-", "_")] = {
             "seed": args.family_seed,
-            "ranges": _search_family.describe_ranges(shapes),
+            "ranges": _search_family.describe_ranges(shapes, tight),
             "members": {s.name: c for s, c in members},
         }
     report["prepare_s"] = round(time.monotonic() - started, 1)

@@ -55,6 +55,7 @@ def deep_check(drafter: Path, target: TargetConfig | None, seed: int = 0) -> lis
     if message := unavailable():
         return [Finding("error", "deep", message)]
     import torch
+
     ckpt = DrafterCheckpoint.open(Path(drafter))
     weights, original = _load(ckpt)
     nonfinite = [

@@ -20,7 +20,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, OverrideType
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from harness.errors import MachineNotReady
@@ -30,7 +32,6 @@ from sweep.readout.trial_lines import ConsoleReporter
 
 log = logging.getLogger(__name__)
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # conf/hydra/job_logging
-TRIAL_KEYS = "trial."  # the sweeper's own per-job values (schema.TrialConfig): plain fields
 COMPOSED_KEPT = 64  # compositions remembered (a config is ~100 KB)
 
 
@@ -55,15 +56,20 @@ class Jobs:
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         """The job's full config (its `hydra` node included), as Hydra's launcher composes it.
 
-        A composition costs Hydra ~0.4 s (the defaults tree and every file merged again), and a
-        sweep composes each trial twice (its candidate, then its launch with the early-stop
-        values) and every duplicate once. Only the `trial.*` values differ between those, and
-        they are plain schema fields that select no file, so the composition of the other
-        overrides is remembered and each job gets a copy with its `trial.*` values set over the
-        schema's defaults, checked by the schema as Hydra's override would be."""
-        own = [o for o in overrides if o.startswith(TRIAL_KEYS)]
-        key = tuple(o for o in overrides if not o.startswith(TRIAL_KEYS))
+        A composition costs Hydra ~0.4 s of CPU (the defaults tree and every file merged again),
+        under this lock and the GIL: with GPU slots every trial's composition waits for the
+        others'. Hydra composes a job in two steps: the defaults tree from the overrides that
+        select files (config groups: `drafter=...`, `experiment=...`), then every other
+        override applied over it in order (`ConfigLoaderImpl._apply_overrides_to_config`). So
+        the first step is remembered by its group overrides, which differ between trials only
+        where a searched knob selects a file, and each job gets a copy with its value overrides
+        (the searched values, its `trial.*` values, a slot's port) applied by Hydra's own second
+        step, checked by the schema as Hydra checks them. Overrides Hydra treats otherwise
+        (`+`, `++`, `~`, a package, the `hydra.` node) stay in the remembered step."""
         with self._lock:
+            parsed = self._parser.parse_overrides(list(overrides))
+            later = [o for o in parsed if self._applied_over(o)]
+            key = tuple(o.input_line for o in parsed if not self._applied_over(o))
             composed = self._composed.pop(key, None)
             if composed is None:
                 composed = self._loader.load_sweep_config(self._config, list(key))
@@ -71,12 +77,23 @@ class Jobs:
             while len(self._composed) > COMPOSED_KEPT:
                 self._composed.pop(next(iter(self._composed)))
             job = copy.deepcopy(composed)
-        for override in self._parser.parse_overrides(own):  # schema-checked, as Hydra's
-            OmegaConf.update(job, override.key_or_group, override.value(), merge=False)
+        ConfigLoaderImpl._apply_overrides_to_config(later, job)  # Hydra's own second step
         if OmegaConf.select(job, "hydra.overrides.task") is not None:
             with read_write(job.hydra):  # what Hydra records as the job's overrides: this job's
                 job.hydra.overrides.task = list(overrides)
         return job
+
+    def _applied_over(self, override: Override) -> bool:
+        """A plain `key=value` of a config value (not a group, not Hydra's own node): Hydra
+        applies it after composing the defaults tree, so it can be applied over a copy."""
+        key = override.key_or_group
+        return (
+            override.type is OverrideType.CHANGE
+            and override.package is None
+            and not override.is_sweep_override()
+            and key.split(".")[0] != "hydra"
+            and not self._loader.repository.group_exists(key)  # Hydra's own test for a group
+        )
 
     def run(
         self, overrides: Sequence[str], reporter: ConsoleReporter, folder: Path | None = None

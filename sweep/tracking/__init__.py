@@ -6,4 +6,5 @@ view        the study's view in MLflow's UI: its runs flat, best first, numbers 
 pooled      a trial's MLflow run and tracking.json brought up to its pooled record (resolve)
 where       where a sweep's results are kept, and the commands that open them
 identity    a study is one setup: the setup and baseline it recorded, another setup refused
+sqlite_wal  a local sqlite store in write-ahead-log mode: one sync per commit
 """

@@ -189,3 +189,23 @@ def test_the_memory_mode_follows_the_objectives_levels():
     assert resolve_mode("sample", profile) == "sample"
     with pytest.raises(ValueError, match=r"search\.memory"):
         resolve_mode("max", profile)
+
+
+def test_an_oom_of_a_smaller_launch_of_the_same_kind_is_not_checked_again():
+    # A tree at least as large in every memory term as a tree that ran out (draft tokens, steps
+    # x topk branches, graph batch, HiCache) runs out too: predicted, not launched to check. A
+    # chain's OOM still says nothing sure of a tree (another attention backend, other kernels).
+    study = optuna.create_study(directions=["maximize"])
+    driver = SearchDriver(study, Objective("tok_s", 64))
+    told(study, driver, values(steps=3, topk=2, draft=4, mem=0.92), Outcome.OOM, "gpu")
+    bigger = candidate_for(server(values(steps=3, topk=4, draft=8, mem=0.92)), "ctx")
+    verdict = driver.verdict(bigger)
+    assert (verdict.action, verdict.source.number) == ("predicted_oom", 0)
+    fewer_branches = candidate_for(server(values(steps=1, topk=4, draft=5, mem=0.92)), "ctx")
+    assert driver.verdict(fewer_branches).action == "recheck"  # 4 branches against 6
+    assert Feasibility(study.get_trials()).boundary(bigger).ooms_direct
+    chain = optuna.create_study(directions=["maximize"])
+    chain_driver = SearchDriver(chain, Objective("tok_s", 64))
+    told(chain, chain_driver, values(steps=5, topk=1, draft=6, mem=0.92), Outcome.OOM, "gpu")
+    tree = candidate_for(server(values(steps=5, topk=2, draft=8, mem=0.92)), "ctx")
+    assert chain_driver.verdict(tree).action == "recheck"

@@ -12,11 +12,17 @@ from sweep.launch.jobs import Jobs, override_value
 from sweep.readout.trial_lines import ConsoleReporter
 
 
+class Repository:
+    def group_exists(self, key: str) -> bool:
+        return False
+
+
 class Loader:
     """Hydra's config loader, reduced to what Jobs asks of it."""
 
     def __init__(self, job_cfg=None, error: Exception | None = None):
         self.job_cfg, self.error, self.calls = job_cfg, error, []
+        self.repository = Repository()
 
     def load_sweep_config(self, config, overrides):
         self.calls.append(overrides)
@@ -102,3 +108,46 @@ def test_a_remembered_composition_is_the_one_hydra_would_make():
     assert str(again.hydra.sweep.subdir) == "trial_0001"
     with pytest.raises(Exception, match=r"trial\.number"):  # a bad value is refused, as by Hydra
         jobs.compose([*values, "trial.number=many"])
+
+
+def test_only_a_new_group_selection_is_composed_again():
+    """Trials in GPU slots differ in their searched values and their slot's port, which select no
+    file: Hydra applies them over the composed defaults tree, and so does Jobs.compose over the
+    remembered one; a value that selects a file (a drafter) composes anew. Each equals what
+    Hydra's loader composes from scratch, a dict value merged as Hydra merges it."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+
+    from sweep.launch.app import CONF_DIR
+    from sweep.launch.jobs import task_config
+
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(CONF_DIR))
+    sweep_cfg = loader.load_configuration(
+        "config", overrides=["experiment=single_gpu"], run_mode=RunMode.MULTIRUN
+    )
+    jobs = Jobs(loader, sweep_cfg)
+    calls = []
+    original = loader.load_sweep_config
+    loader.load_sweep_config = lambda *a, **k: calls.append(list(a[1])) or original(*a, **k)
+    plan = ["hardware.gpus=4", "search.space={hicache_size:{type:categorical,choices:[0]}}"]
+    jobs_of = [
+        [*plan, "server.speculative_num_steps=2", "trial.name=trial_0000", "server.port=30001"],
+        [*plan, "server.speculative_num_steps=5", "trial.name=trial_0001", "server.port=30002",
+         "server.speculative_eagle_topk=2", "server.mem_fraction_static=0.7"],
+        [*plan, "drafter=none", "trial.name=baseline", "server.port=30003"],
+    ]  # fmt: skip
+    composed = [jobs.compose(o) for o in jobs_of]
+    assert calls == [[], ["drafter=none"]]  # the defaults tree: once per group selection
+    fresh = ConfigLoaderImpl(config_search_path=create_config_search_path(CONF_DIR))
+    as_dict = OmegaConf.to_container
+    for overrides, job in zip(jobs_of, composed, strict=True):
+        expected = fresh.load_sweep_config(sweep_cfg, list(overrides))
+        assert as_dict(task_config(job), resolve=True) == as_dict(
+            task_config(expected), resolve=True
+        )
+        assert list(job.hydra.overrides.task) == list(expected.hydra.overrides.task)
+    assert composed[1].server.port == 30002 and composed[1].server.speculative_num_steps == 5
+    assert set(composed[0].search.space) > {"hicache_size"}  # merged into the space, not replacing
+    with pytest.raises(Exception, match=r"server\.port"):  # a bad value is refused, as by Hydra
+        jobs.compose([*plan, "server.port=many"])

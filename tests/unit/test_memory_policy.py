@@ -18,6 +18,7 @@ from sweep.study.search.space import SearchSpace
 from sweep.study.trial.candidates import candidate_for
 from sweep.study.trial.capacity import Demand, binds, demand_for
 from sweep.study.trial.objective import Objective
+from sweep.study.trial.screened import SCREENED
 from tests.unit.test_feasibility import SPACE, server, values
 
 LOAD = Objective("throughput", 64)  # reads concurrency 64 only
@@ -117,8 +118,10 @@ def test_resume_reads_the_same_decision_back_from_the_study(tmp_path):
 
 
 # -- a prior whose fraction does not start on this box ----------------------------------------
-def run(mode: str, starts_up_to: float, n: int = 6):
-    """The sweeper's loop on a card where nothing starts above `starts_up_to`, priors first."""
+def run(mode: str, starts_up_to: float, n: int = 6, starts_from: float = 0.0):
+    """The sweeper's loop on a card where nothing starts above `starts_up_to` (a GPU OOM) or
+    below `starts_from` (the weights leave the KV pool too little: SGLang's "not enough
+    memory"), priors first."""
     sampler = MemorySampler(optuna.samplers.RandomSampler(seed=0), mode, 64, DEMAND)
     study = optuna.create_study(sampler=sampler, directions=["maximize"])
     priors.enqueue(study, OmegaConf.create(SEARCH), LOAD)
@@ -133,9 +136,10 @@ def run(mode: str, starts_up_to: float, n: int = 6):
         r = TrialResult("t", "trial", Outcome.DUPLICATE, "sim", True, 1.0, vals)
         if verdict.launch:
             r.wall_s, r.startup_s, r.startup_wall_s = 900.0, 600.0, 600.0
-            r.outcome = Outcome.OK if vals["mem_fraction_static"] <= starts_up_to else Outcome.OOM
+            m = vals["mem_fraction_static"]
+            r.outcome = Outcome.OK if starts_from <= m <= starts_up_to else Outcome.OOM
             if r.outcome is Outcome.OOM:
-                r.oom_kind = "gpu"
+                r.oom_kind = "gpu" if m > starts_up_to else "kv_pool"
             else:
                 r.metrics, r.effective = {"output_tok_s_c64": 900.0}, {"max_total_num_tokens": 9e4}
             launched.append((trial.user_attrs.get(PRIOR_FRACTION), c, r.outcome))
@@ -160,6 +164,39 @@ def test_a_prior_is_not_launched_again_at_a_fraction_that_ran_out():
         assert o2 is Outcome.OK
         if mode != "ceiling":  # held at the fraction known to start from there on
             assert {c.mem_fraction_static for _, c, _ in launched[1:]} == {0.83}, mode
+
+
+def test_the_fraction_is_bisected_up_from_a_pool_too_small_not_stepped():
+    # A memory-tight card: the weights leave the KV pool too little below 0.93, and the priors
+    # ask for 0.85. Stepping 0.01 per failure took 8 failed launches to reach 0.93; bisecting
+    # (0.85, 0.94] takes two: 0.90, then (0.90, 0.94] -> 0.93 (ceiling, searching upwards from
+    # there, may take 0.94).
+    for mode in ("auto", "pin", "ceiling"):
+        _study, launched = run(mode, starts_up_to=0.94, starts_from=0.93)
+        fractions = [c.mem_fraction_static for _, c, _ in launched]
+        outcomes = [o for _, _, o in launched]
+        assert fractions[:2] == [0.85, 0.90], mode
+        assert fractions[2] == (0.94 if mode == "ceiling" else 0.93), mode
+        assert outcomes[:3] == [Outcome.OOM, Outcome.OOM, Outcome.OK], mode
+        assert all(o is Outcome.OK for o in outcomes[3:]), mode  # nothing below it again
+
+
+def test_a_group_that_ran_out_where_the_others_start_is_bisected_down():
+    # A start at 0.85 (3/1/4), then a tree with more draft tokens runs out of GPU memory at
+    # 0.85: its group is bisected in the floor..OOM bracket (0.82-0.84), not stepped from 0.85.
+    study = optuna.create_study(
+        sampler=MemorySampler(optuna.samplers.RandomSampler(seed=0), "pin", 64, DEMAND),
+        directions=["maximize"],
+    )
+    driver = SearchDriver(study, LOAD, gpus_per_trial=8)
+    told(study, driver, values(mem=0.85), Outcome.OK, pool=NEED_64 * 2)
+    told(study, driver, values(steps=3, topk=4, draft=12, mem=0.85), Outcome.OOM, kind="gpu")
+    tree = values(steps=3, topk=4, draft=12)
+    del tree["mem_fraction_static"]  # the policy's
+    study.enqueue_trial(tree)
+    vals = SearchSpace.from_config(OmegaConf.create(SPACE)).suggest(study.ask())
+    assert vals["speculative_num_draft_tokens"] == 12
+    assert vals["mem_fraction_static"] == 0.83  # the middle of 0.82-0.84
 
 
 def test_a_prior_runs_at_its_fraction_where_it_starts():
@@ -201,3 +238,34 @@ def test_the_benchmark_says_what_a_request_holds():
     assert turns is not None and (turns.rounds, turns.users) == (4, 96)
     assert binds(study.trials, 64, Demand(0, 400, rounds=4, users=96)) is True
     assert binds(study.trials, 64, Demand(0, 400, rounds=4, users=48)) is False
+
+
+# -- a screened configuration launched in full -------------------------------------------------
+def test_a_screened_configuration_runs_in_full_at_its_screens_fraction():
+    # Under `ceiling` the fraction climbs towards the OOM boundary trial by trial; a screen of
+    # 2/2/3 at 0.88 relaunched in full at the next bisection point would pool two servers whose
+    # pools admit different numbers of requests. Its full launch runs at 0.88; another
+    # configuration goes on bisecting.
+    study = optuna.create_study(
+        sampler=MemorySampler(optuna.samplers.RandomSampler(seed=0), "ceiling", 64, DEMAND),
+        directions=["maximize"],
+    )
+    driver = SearchDriver(study, LOAD, gpus_per_trial=8)
+    told(study, driver, values(mem=0.85), Outcome.OK, pool=NEED_64 // 2)
+    t = study.ask(fixed_distributions={})
+    screen = TrialResult("t", "trial", Outcome.PRUNED, "sim", True, 1.0, {}, warnings=[SCREENED])
+    screen.wall_s, screen.startup_s, screen.startup_wall_s = 700.0, 600.0, 600.0
+    screen.metrics = {"output_tok_s_c64": 1000.0}
+    screen.effective = {"max_total_num_tokens": NEED_64 // 2}
+    tree = values(steps=2, topk=2, draft=3, mem=0.88)
+    driver.tell(t, candidate_for(server(tree), "ctx"), screen, None)
+    assert study.trials[-1].user_attrs[SCREENED]
+    space = SearchSpace.from_config(OmegaConf.create(SPACE))
+
+    def full(vals: dict) -> float:
+        vals = {k: v for k, v in vals.items() if k != "mem_fraction_static"}
+        study.enqueue_trial(vals)
+        return space.suggest(study.ask())["mem_fraction_static"]
+
+    assert full(tree) == 0.88
+    assert full(values(steps=2, topk=2, draft=4)) == 0.90  # bisecting (0.85, 0.94]

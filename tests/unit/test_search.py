@@ -112,9 +112,12 @@ def test_oom_is_a_constraint_violation_and_predicts_bigger_configs():
     frozen = s.trials[0]
     assert frozen.state is TrialState.COMPLETE and frozen.constraints == {"oom": 1.0}
     assert driver.verdict(cand(mem=0.94)).action == "predicted_oom"  # its own group: direct
-    # More draft tokens is another memory group: the OOM predicts it only indirectly, so it is
-    # launched once to check (sweep.study.trial.feasibility); the check's own OOM is then direct.
-    assert driver.verdict(cand(mem=0.94, steps=4, draft=5)).action == "recheck"
+    # A longer chain is as large in every term memory grows with: the OOM is its own, direct.
+    assert driver.verdict(cand(mem=0.94, steps=4, draft=5)).action == "predicted_oom"
+    # A tree with more draft tokens is another memory group and another kind (other attention
+    # kernels): the OOM predicts it only indirectly, so it is launched once to check
+    # (sweep.study.trial.feasibility); the check's own OOM is then direct.
+    assert driver.verdict(cand(mem=0.94, steps=2, topk=2, draft=5)).action == "recheck"
     assert driver.verdict(cand(mem=0.90)).action == "launch"
     t2 = s.ask()
     driver.tell(t2, cand(mem=0.88), result(tok_s=80.0), None)

@@ -119,6 +119,36 @@ def test_the_shaped_family_is_seeded_and_its_members_are_the_plain_ones_with_sha
     assert _search_family.member_name(0, moved, "shaped") != shaped[0][0].name
 
 
+def test_the_memory_tight_family_is_the_plain_one_on_cards_its_weights_fill():
+    # registered in the real tables (the simulator's parser reads them), each added entry undone
+    added = {t: set(getattr(profiles, t)) for t in ("HARDWARE", "TARGETS", "DRAFTERS")}
+    try:
+        _check_the_memory_tight_family()
+    finally:
+        for table, names in added.items():
+            for name in set(getattr(profiles, table)) - names:
+                del getattr(profiles, table)[name]
+
+
+def _check_the_memory_tight_family():
+    plain = _search_family.family(6, seed=3)
+    tight = _search_family.family(6, seed=3, tight=True)
+    assert [s.name for s, _ in _search_family.family(2, 3, tight=True)] == [
+        s.name for s, _ in tight[:2]
+    ]
+    assert all(s.name.startswith("tight") for s, _ in tight)
+    weights = _search_family.weights_mib_per_gpu()
+    assert weights == 74_741 + 450  # Kimi-K2.5 INT4 over TP 8, and the drafter
+    for (_, base), (setup, constants) in zip(plain, tight, strict=True):
+        card = profiles.HARDWARE[setup.hardware].gpu_memory_mib
+        lo, hi = _search_family.WEIGHTS_SHARE
+        assert lo - 1e-3 <= weights / card <= hi + 1e-3
+        assert constants["drafter"] == base["drafter"] and constants["target"] == base["target"]
+        moved = {k for k in base["hardware"] if base["hardware"][k] != constants["hardware"][k]}
+        assert moved <= {"gpu_memory_mib"}
+        assert _search_family.starts_somewhere(constants)  # a one-step chain starts in the space
+
+
 def test_the_best_other_arm_is_one_run_on_every_seed():
     full = [(3, 3.0)] * 10
     runs = {"specsweep+priors": full, "specsweep": full, "random": [(4, 4.0)] * 10}

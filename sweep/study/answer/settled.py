@@ -6,6 +6,11 @@ of both sent the same prompts, else the two means' intervals): the Deploy line
 (sweep.study.answer.recommendation) then says "speculation off" whatever is measured next, unless
 a configuration still to launch beats the baseline. Whether one can is the model's question
 (sweep.study.model.stopping), asked with the baseline's lower bound this gives it.
+
+Under a load profile the answer is per level (sweep.study.answer.levels): `slower_per_level` asks
+the same at each level, in the speed the model predicts there (decode or output tok/s, as the
+objective weighs it), against the baseline the per-level answer uses at that level (the uncapped
+one above the equal cap, where the study measured it).
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import math
 from dataclasses import dataclass
 
 from harness.record.results import Outcome, TrialResult
+from harness.record.stats import paired_ratio
 from sweep.readout.ranking import for_objective
 from sweep.readout.verdict import against_baseline, best_of
+from sweep.study.answer.levels import runs_at, stat, violations_at
 from sweep.study.trial.objective import Objective, infeasible
 
 
@@ -45,3 +52,47 @@ def slower_best(
     if value is None or ci is None or not math.isfinite(ci):
         return None
     return SlowerBest(best.name, versus.speedup, value - ci)
+
+
+def slower_per_level(
+    results: list[TrialResult],
+    baseline: TrialResult | None,
+    objective: Objective,
+    speed: str,
+    uncapped: TrialResult | None = None,
+    cap: int | None = None,
+) -> dict[int, SlowerBest]:
+    """Each level of the objective where the fastest measured trial (within the latency limits
+    there) is slower than the baseline beyond the interval, in `speed` ("decode" or "output"
+    tok/s): the paired 95% interval of the ratio entirely below 1, or without pairs, its upper
+    bound below the baseline's lower bound. Above the equal `cap` the `uncapped` baseline is the
+    one compared with, as the per-level answer does."""
+    metric = f"{speed}_tok_s"
+    measured = [r for r in results if r.outcome is Outcome.OK and r.role != "baseline"]
+    out = {}
+    for level in objective.levels or []:
+        base = baseline
+        if uncapped is not None and uncapped.outcome is Outcome.OK and cap and level > cap:
+            base = uncapped
+        if base is None or base.outcome is not Outcome.OK:
+            continue
+        base_runs = runs_at(base.runs, level, metric)
+        base_stat = stat(base_runs)
+        ranked = [
+            (found, r)
+            for r in measured
+            if not violations_at(objective, r, level)
+            and (found := stat(runs_at(r.runs, level, metric))) is not None
+        ]
+        if base_stat is None or base_stat[1] is None or not ranked:
+            continue
+        (value, ci), best = max(ranked, key=lambda item: item[0][0])
+        base_value, base_ci = base_stat
+        ratio = paired_ratio(runs_at(best.runs, level, metric), base_runs)
+        if math.isfinite(ratio.high):
+            slower = ratio.high < 1
+        else:
+            slower = ci is not None and value + ci < base_value - base_ci
+        if slower:
+            out[level] = SlowerBest(best.name, value / base_value, base_value - base_ci)
+    return out

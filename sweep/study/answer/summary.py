@@ -48,6 +48,8 @@ class SweepOutcome:
     total_s: float  # the whole sweep's wall time
     trials_wall_s: float | None
     slots: int
+    # the sweeper's own work per phase over this sweep's trials (sweep.study.loop.work)
+    sweeper_work: dict[str, float] = field(default_factory=dict)
     # The baseline at SGLang's own running-request limit, measured only when a level is above
     # the equal cap (sweep.study.loop.baseline.needs_uncapped); the levels above it compare with it.
     uncapped: TrialResult | None = None
@@ -96,6 +98,7 @@ def sweep_metrics(done: SweepOutcome, metrics: dict[str, float]) -> dict[str, fl
     )
     if done.trials_wall_s is not None:
         metrics["trials_wall_s"] = done.trials_wall_s
+    metrics.update(done.sweeper_work)
     return metrics
 
 

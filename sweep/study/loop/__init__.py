@@ -8,7 +8,9 @@ session         what the steps of one sweep share
 baseline        the no-speculation baseline: measured once per study, reused, re-checked for drift
 decisions       per trial: duplicate, predicted OOM or known crash; the prune bound; telling Optuna
 budget          what the study has spent in GPU-hours, and when a budget is used up
+trial_count     the server starts search.n_trials leaves this sweep, as the banner says them
 trials          ask -> decide -> launch -> tell, serially or in GPU slots
+work            the sweeper's own work per trial, by phase (wall and CPU seconds)
 screens         a screened configuration launched in full: after its screen's runs, pooled
 resolve_rounds  more runs on the contenders while the answer is unresolved
 run             StudyRun: the sweep from opening to summary

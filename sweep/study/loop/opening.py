@@ -37,14 +37,17 @@ from sweep.study.trial import capacity
 from sweep.study.trial.objective import Objective
 from sweep.tracking import identity
 from sweep.tracking.runs import Tracker, resolve_sqlite_uri
+from sweep.tracking.sqlite_wal import write_ahead_log
 
 LOCAL_LEASE_S = 600.0  # claims without heartbeats (sqlite): a dead sweep's expire after this
 
 
 def open_tracker(cfg: DictConfig) -> Tracker:
+    uri = resolve_sqlite_uri(cfg.tracking.mlflow_uri)
+    write_ahead_log(uri)  # each trial's run is several commits, slots waiting on each other's
     try:
         return Tracker(
-            resolve_sqlite_uri(cfg.tracking.mlflow_uri),
+            uri,
             cfg.tracking.experiment,
             ResultsLayout.at(cfg.tracking.dir).artifacts,
         )

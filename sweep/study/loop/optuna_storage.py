@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 from harness.errors import ConfigError
 from harness.server.redact import redact_url_passwords
 from sweep.tracking.runs import resolve_sqlite_uri
+from sweep.tracking.sqlite_wal import write_ahead_log
 
 
 def redact_url(url: str) -> str:
@@ -80,6 +81,7 @@ def open_storage(cfg: DictConfig) -> str | RDBStorage:
     url = resolve_sqlite_uri(cfg.tracking.optuna_storage)
     grace = grace_period(cfg.tracking)
     ensure_schema(url)
+    write_ahead_log(url)  # every attribute, claim and tell is a commit the slots wait on
     interval = cfg.tracking.heartbeat_interval
     if grace is None:
         return url

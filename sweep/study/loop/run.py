@@ -39,14 +39,14 @@ from sweep.readout.verdict import no_recommendation
 from sweep.study.answer import all_sweeps
 from sweep.study.answer.all_sweeps import study_results
 from sweep.study.answer.summary import SweepOutcome, finish
-from sweep.study.loop import opening, optuna_storage
+from sweep.study.loop import opening, optuna_storage, trial_count
 from sweep.study.loop.baseline import Baseline, needs_uncapped
 from sweep.study.loop.decisions import SearchDriver
 from sweep.study.loop.optuna_storage import redact_url
 from sweep.study.loop.plan import SweepPlan
 from sweep.study.loop.resolve_rounds import ResolvePhase
 from sweep.study.loop.session import StudySession
-from sweep.study.loop.trials import TrialLoop, trials_to_run
+from sweep.study.loop.trials import TrialLoop
 from sweep.study.model import transfer
 from sweep.study.model.sampler import model_sampler
 from sweep.study.search import memory, priors
@@ -86,10 +86,6 @@ def pinned_line(search, objective, searched: set[str]) -> str | None:
         "objective reads concurrency 1 only, where the memory knobs decide whether the server "
         "starts, not its speed (docs/search.md); search.memory=sample searches them"
     )
-
-
-def _trials(n: int) -> str:
-    return f"{n} trial" if n == 1 else f"{n} trials"
 
 
 def resume_line(arguments: tuple[str, ...]) -> str:
@@ -199,7 +195,7 @@ class StudyRun:
         cfg = self.cfg
         baseline = Baseline(session)
         uncapped = Baseline(session, uncapped=True) if needs_uncapped(cfg) else None
-        trials = TrialLoop(session, baseline)
+        trials = TrialLoop(session, baseline, uncapped)
         phase = ResolvePhase(session, baseline, uncapped)
         status, moment = "FAILED", "during the baseline"
         try:
@@ -239,6 +235,7 @@ class StudyRun:
                 uncapped=uncapped.result if uncapped is not None else None,
                 total_s=time.monotonic() - self.started,
                 trials_wall_s=trials.wall_s,
+                sweeper_work=trials.work.metrics(),
                 slots=self.plan.slots,
                 this_sweep=list(session.results),
                 unreadable=whole.unreadable,
@@ -291,10 +288,10 @@ class StudyRun:
         base = " + baseline" if cfg.search.baseline else ""
         if needs_uncapped(cfg):
             base = " + baseline at equal caps and at SGLang's own running-request limit"
-        trials_line = self._trials_line(study)
+        trials_line = trial_count.banner_line(cfg.search, study)
         if trials_line.startswith("no trials"):
             base = ""  # the line says why no trial runs
-        elif self._stops_when_settled():
+        elif trial_count.stops_when_settled(cfg.search):
             trials_line = f"up to {trials_line}"
             base += " (the model ends the search once the answer is settled)"
         console.print(f"{trials_line}{base}; {runs_line(spec)}", soft_wrap=True)
@@ -336,35 +333,6 @@ class StudyRun:
         )
         if line:
             console.print(line, soft_wrap=True)
-
-    def _stops_when_settled(self) -> bool:
-        """Whether the model's stopping rules may end this sweep before search.n_trials
-        (sweep.study.model.stopping): the banner then gives n_trials as the most it launches."""
-        sampler = self.cfg.search.sampler
-        budget = self.cfg.search.get("budget_gpu_hours")
-        return sampler.name == "model" and bool(sampler.get("stop", True)) and budget is None
-
-    def _trials_line(self, study: optuna.Study) -> str:
-        search = self.cfg.search
-        budget = search.get("budget_gpu_hours")
-        spent_now = all_sweeps.launches_spent(study)
-        had = f" (the study has {_trials(spent_now)})" if spent_now else ""
-        if budget is not None:
-            return f"trials until the study has spent {budget:g} GPU-hours{had}"
-        spent, target = trials_to_run(search, study)
-        if search.get("n_trials_scope", "study") == "sweep":
-            return f"{_trials(target)} more (search.n_trials_scope=sweep){had}"
-        if not spent:
-            return _trials(target)
-        if not target:
-            return (
-                f"no trials: the study has {spent} of search.n_trials={search.n_trials} already "
-                "(the study's total; raise it, or search.n_trials_scope=sweep runs that many more)"
-            )
-        return (
-            f"{_trials(target)} to finish the study's {search.n_trials} ({spent} done; "
-            "search.n_trials_scope=sweep runs that many more)"
-        )
 
     def _changed_software(self, study: optuna.Study) -> dict[str, list[int]]:
         """What changed since each measured trial of the study, and for which trials."""

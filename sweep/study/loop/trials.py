@@ -25,13 +25,16 @@ from harness.server.process import stop_all
 from sweep.config.specs import build_trial_spec
 from sweep.readout.console import console
 from sweep.study.answer import pooling
-from sweep.study.answer.all_sweeps import launches_spent, queued_again, study_results
-from sweep.study.answer.settled import slower_best
+from sweep.study.answer.all_sweeps import study_results
+from sweep.study.answer.equal_caps import cap_of
+from sweep.study.answer.settled import slower_best, slower_per_level
 from sweep.study.loop import optuna_storage, screens
 from sweep.study.loop.baseline import Baseline
 from sweep.study.loop.budget import MAX_IDLE_PROPOSALS, Budget, spent
 from sweep.study.loop.decisions import SearchDriver, Verdict
 from sweep.study.loop.session import CLAIM_POLL_S, StudySession
+from sweep.study.loop.trial_count import trials_to_run
+from sweep.study.loop.work import SweeperWork
 from sweep.study.model.observations import POOLED, SCREENED
 from sweep.study.model.stopping import Below
 from sweep.study.model.watch import Forecast, ModelWatch
@@ -41,20 +44,11 @@ from sweep.study.trial.candidates import Candidate, candidate_for
 MAX_CONSECUTIVE_ERRORS = 3
 
 
-def trials_to_run(search, study: optuna.Study) -> tuple[int, int]:
-    """(starts the study spent before this sweep, starts this sweep makes). With several workers
-    started together each sees the same remainder, as Optuna's optimize counts per process; a
-    trial queued again after an interruption is run even where nothing else is left."""
-    if search.get("n_trials_scope", "study") == "sweep":
-        return 0, int(search.n_trials)
-    spent = launches_spent(study)
-    return spent, max(int(search.n_trials) - spent, queued_again(study))
-
-
 class TrialLoop:
-    def __init__(self, session: StudySession, baseline: Baseline):
+    def __init__(self, session: StudySession, baseline: Baseline, uncapped: Baseline | None = None):
         self.session = session
         self.baseline = baseline
+        self.uncapped = uncapped  # above the equal cap, what the per-level answer compares with
         self.wall_s: float | None = None  # the trials' wall time, once they ran
         self._lock = threading.Lock()  # the index, the walls and the error count across slots
         self._ask_lock = threading.Lock()
@@ -71,6 +65,7 @@ class TrialLoop:
         stop = bool(session.cfg.search.sampler.get("stop", True))
         self.watch = ModelWatch(session.plan.space, session.plan.objective, stop)
         self.stopped_by_model = False
+        self.work = SweeperWork()  # what each trial costs this process besides its server
 
     def run(self) -> None:
         started = time.monotonic()
@@ -105,8 +100,9 @@ class TrialLoop:
                     self._starts >= self.target or budget.idle >= MAX_IDLE_PROPOSALS
                 ):
                     return
-                if self.stopped_by_model or self._model_stops():
-                    return
+                with self.work.phase("stop"):
+                    if self.stopped_by_model or self._model_stops():
+                        return
                 self._next_index += 1
                 self._starts += 1  # until it turns out to launch nothing
                 start, walls = self.spent_before + self._starts, list(self._walls)
@@ -140,8 +136,13 @@ class TrialLoop:
 
     def _model_stops(self) -> bool:
         """search.sampler=model: the stopping rules (sweep.study.model.stopping), said once."""
+        per_level = self._below_per_level()  # a load profile's rules read each level alone
         line = self.watch.stop_line(
-            self.session.study, self.budget, max(self.target - self._starts, 0), self._below()
+            self.session.study,
+            self.budget,
+            max(self.target - self._starts, 0),
+            self._below() if per_level is None else None,
+            per_level,
         )
         if line is None:
             return False
@@ -162,6 +163,24 @@ class TrialLoop:
         if slower is None:
             return None
         return Below(slower.best, slower.speedup, slower.baseline_lower)
+
+    def _below_per_level(self) -> dict[int, Below] | None:
+        """Under a load profile: each level where the best measured trial is slower than the
+        baseline beyond the interval, in the speed the model predicts there (what arms each
+        level's speculation-off rule); None for a single-level objective."""
+        target = self.watch.target
+        if not self.watch.stop or target is None or len(target.levels) < 2:
+            return None
+        with self.session.lock:
+            mine = list(self.session.results)
+        results = study_results(self.session.study, mine).results
+        uncapped = self.uncapped.result if self.uncapped is not None else None
+        base = self.baseline.result
+        cap = cap_of(base) if base is not None else None
+        found = slower_per_level(
+            results, base, self.session.plan.objective, target.speed, uncapped, cap
+        )
+        return {c: Below(s.best, s.speedup, s.baseline_lower) for c, s in found.items()}
 
     def _side_by_side(self) -> None:
         slots = self.session.plan.slots
@@ -190,7 +209,7 @@ class TrialLoop:
         study = self.session.study
         # One ask at a time in this worker: sqlite has no SELECT ... FOR UPDATE, so two threads
         # could both pop the same queued trial (PostgreSQL locks the row across workers).
-        with self._ask_lock:
+        with self._ask_lock, self.work.phase("ask"):
             # a dead worker's trials: failed and queued again for us
             optuna_storage.fail_stale(study)
             trial = study.ask()
@@ -219,10 +238,11 @@ class TrialLoop:
         source = job_cfg = claimed = None
         forecast: Forecast | None = None
         try:
-            job_cfg = session.jobs.compose(overrides)
-            spec = build_trial_spec(job_cfg)
-            candidate = candidate_for(spec.server, session.plan.setup_key)
-            verdict = self._verdict_or_claim(candidate, trial.number, name)
+            with self.work.phase("decide"):
+                job_cfg = session.jobs.compose(overrides)
+                spec = build_trial_spec(job_cfg)
+                candidate = candidate_for(spec.server, session.plan.setup_key)
+                verdict = self._verdict_or_claim(candidate, trial.number, name)
             source = verdict.source
             if verdict.launch:
                 claimed = candidate.key
@@ -232,8 +252,11 @@ class TrialLoop:
                         f"    re-checking a predicted OOM: only trial_{source.number:04d} "
                         "(another memory group) says this one runs out"
                     )
-                forecast = self.watch.forecast(session.study, trial, candidate)
-                screen = self.watch.screens(session.study, trial)
+                with self.work.phase("forecast"):
+                    forecast = self.watch.forecast(session.study, trial, candidate)
+                    screen = self.watch.screens(session.study, trial)
+                if forecast is not None and forecast.beside_oom:  # beside an OOM: say why
+                    console.print(f"    {forecast.beside_oom}", soft_wrap=True)
                 extra = ["benchmark.runs=1", "benchmark.adaptive=false"] if screen else []
                 # in full after a screen: the runs it did not measure, its run pooled in after
                 earlier = None if screen else screens.screen_of(session.study, candidate.key)
@@ -276,15 +299,17 @@ class TrialLoop:
             raise
         result.number = trial.number
         session.keep(result)
-        run_id = session.log(result, self.baseline.tok_s, self.baseline.runs)
-        trial.set_user_attr("folder", result.folder)
-        trial.set_user_attr("mlflow_run_id", run_id)
-        # Told before the claim goes: a waiting worker then finds the result, never neither.
-        session.driver.tell(trial, candidate, result, self.baseline.tok_s, source)
-        if claimed:
-            session.claims.release(claimed)
-        session.reporter(name).trial_done(result, self.baseline.result)
-        line = self.watch.line(forecast, result)
+        with self.work.phase("log"):
+            run_id = session.log(result, self.baseline.tok_s, self.baseline.runs)
+        with self.work.phase("tell"):
+            trial.set_user_attr("folder", result.folder)
+            trial.set_user_attr("mlflow_run_id", run_id)
+            # Told before the claim goes: a waiting worker then finds the result, never neither.
+            session.driver.tell(trial, candidate, result, self.baseline.tok_s, source)
+            if claimed:
+                session.claims.release(claimed)
+            session.reporter(name).trial_done(result, self.baseline.result)
+            line = self.watch.line(forecast, result)
         if line is not None and (session.console.verbose or self.watch.missed(forecast, result)):
             console.print(f"    [dim]{line}[/dim]", soft_wrap=True)
         if result.outcome is Outcome.INTERRUPTED:

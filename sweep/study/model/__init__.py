@@ -1,7 +1,8 @@
 """The speculative-decoding model of a study: what it has measured, predicting what it has not.
 
 observations  what one measured trial tells the model (accept length, P(>=k), speed and requests
-              per level, the CUDA-graph sizes it captured)
+              per level, the CUDA-graph sizes it captured, the KV pool it reported)
+admission     the requests the KV pool admits per level, from the pools the launches reported
 acceptance    tokens per verify step: per-depth P(>=k) for chains, a sibling factor for trees
 tree_selection  what a tree adds to its chain under SGLang's per-round selection of its nodes
 cost          seconds per verify iteration, linear in the launch's features at the CUDA-graph

@@ -14,11 +14,14 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
+from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from sweep.config.fraction import FRACTION
 from sweep.study.model import observations
 from sweep.study.model.observations import SCREENED, run_noise
 from sweep.study.model.predict import Config, Predictor, Target, configurations
+from sweep.study.search.memory import fraction_grid
 from sweep.study.search.space import STEPS, SearchSpace
 
 ATTEMPTS = 2  # a configuration is launched at most this often without a measurement
@@ -69,7 +72,35 @@ class Knowledge:
         self.noise = run_noise(self.observations, study.target.levels, study.target.speed)
         self.earlier_chains = {o.steps for o in earlier if o.topk == 1}
         self.screened = {Config(o.shape, o.others) for o in own if o.screened}
+        self.screened_fractions = {
+            Config(o.shape, o.others): o.fraction for o in own if o.screened and o.fraction
+        }
+        self.fraction_grid = _fraction_grid(self.space)
+        # the launches that ran out of memory: (trial number, shape, fraction), GPU and KV pool
+        self.gpu_ooms: list[tuple[int, tuple[int, int, int], float]] = []
+        self.kv_floor: float | None = None
+        for t in trials:
+            cand = t.user_attrs.get("candidate") or {}
+            m = cand.get("mem_fraction_static")
+            if m is None or t.user_attrs.get("outcome") != "oom":
+                continue
+            if t.user_attrs.get("oom_kind") == "gpu" and cand.get("steps") is not None:
+                shape = (int(cand["steps"]), int(cand["topk"]), int(cand["draft_tokens"] or 1))
+                self.gpu_ooms.append((t.number, shape, float(m)))
+            elif t.user_attrs.get("oom_kind") == "kv_pool":
+                self.kv_floor = max(float(m), self.kv_floor or 0.0)
         self.screened_values = screened_values(trials, own, study.objective.metrics[0])
+        # each level's one-run speed of the screened configurations (the per-level rules)
+        self.screened_levels = {
+            c: {
+                Config(o.shape, o.others): speed
+                for o in own
+                if o.screened
+                and c in o.levels
+                and (speed := o.levels[c].speed(study.target.speed)[0]) is not None
+            }
+            for c in study.target.levels
+        }
         # what has been launched of each kind (here or in an earlier study)
         self.forms = {o.topk for o in self.observations} | {
             pair for o in self.observations for pair in o.others
@@ -89,11 +120,23 @@ class Knowledge:
             running = t.state == TrialState.RUNNING
             attempts[key] = attempts.get(key, 0) + (ATTEMPTS if running else 1)
         self.attempted = attempts
+        # chains measured here (in full or screened) or being measured now
+        self.measured_chains = {o.steps for o in own if o.topk == 1} | {
+            int(t.user_attrs["candidate"]["steps"])
+            for t in trials
+            if t.state == TrialState.RUNNING
+            and t.number != number
+            and (t.user_attrs.get("candidate") or {}).get("topk") == 1
+        }
+        # not proposed: what is measured, launched ATTEMPTS times, or starts nowhere in the space
+        # (every fraction above the KV pool's floor at or above a GPU OOM of a launch needing no
+        # more memory)
         self.candidates = [
             c
             for c in configurations(self.space, others)
             if (c.shape, c.others) not in measured
             and attempts.get((c.shape, c.others), 0) < ATTEMPTS
+            and not (self.fraction_grid and self.fraction(c) is None)
         ]
         self.predictor: Predictor | None = None
         if self.observations:
@@ -106,25 +149,82 @@ class Knowledge:
                 noise=self.noise,
             )
 
-    def draws(self, configs: list[Config]) -> np.ndarray:
-        """The predictor's objective draws, those of screened configurations anchored to their
-        own run (`anchored`)."""
+    def draws(
+        self, configs: list[Config], fractions: list[float | None] | None = None
+    ) -> np.ndarray:
+        """The predictor's objective draws, each at `fractions` (default: the fraction it would
+        run at, `fraction`), those of screened configurations anchored to their own run
+        (`anchored`)."""
         assert self.predictor is not None
-        return anchored(self.predictor.samples(configs), configs, self.screened_values, self.noise)
+        fractions = fractions or [self.fraction(c) for c in configs]
+        draws = self.predictor.samples(configs, fractions=fractions)
+        return anchored(draws, configs, self.screened_values, self.noise)
+
+    def fraction(self, config: Config) -> float | None:
+        """The memory fraction `config` would run at, as far as the study can say: a screened
+        configuration's screen's (its full launch runs there, `sweep.study.trial.screened`);
+        else the largest in the space above the KV pool's floor and below every GPU OOM of a
+        launch needing no more memory beyond the pool (no more draft tokens, the memory
+        policy's groups): the policy holds the fraction where the pool holds the load and raises
+        it towards there where it binds. None where no fraction is left; the space's own where
+        it does not search the fraction."""
+        if config in self.screened_fractions:
+            return self.screened_fractions[config]
+        if not self.fraction_grid:
+            return None
+        draft = config.shape[2]
+        ooms = [m for _, shape, m in self.gpu_ooms if shape[2] <= draft]
+        left = [
+            v
+            for v in self.fraction_grid
+            if (not ooms or v < min(ooms) - 1e-9)
+            and (self.kv_floor is None or v > self.kv_floor + 1e-9)
+        ]
+        return max(left) if left else None
+
+    def oom_beside(self, config: Config) -> tuple[int, tuple[int, int, int], float] | None:
+        """The launch that ran out of GPU memory, at the lowest fraction, which `config` is at
+        least as large as in every term a start-up's memory grows with (steps x topk draft
+        branches, draft tokens; the CUDA-graph batch is the setup's): proposing it needs a
+        reason, which the console names (`watch`). None where there is none."""
+        s, k, d = config.shape
+        beside = [
+            (n, shape, m)
+            for n, shape, m in self.gpu_ooms
+            if s * k >= shape[0] * shape[1] and d >= shape[2]
+        ]
+        return min(beside, key=lambda x: x[2], default=None)
+
+    def level_draws(self, configs: list[Config]) -> dict[int, np.ndarray]:
+        """Each level's speed draws (`Predictor.level_samples`), those of screened
+        configurations anchored to their own run at that level."""
+        assert self.predictor is not None
+        fractions = [self.fraction(c) for c in configs]  # as `draws`: where each would run
+        return {
+            c: anchored(draws, configs, self.screened_levels[c], self.noise)
+            for c, draws in self.predictor.level_samples(configs, fractions=fractions).items()
+        }
 
     def opening(self) -> Config | None:
-        """Chains until two lengths are tried (here, as a prior, or in an earlier study): the
-        longest first (its histogram gives P(>=k) at every depth), then the one-step chain (the
-        cost line's other end). A prior chain is one of the two: a prior costs a launch, and
-        the line through 3 and 5 steps is extrapolated to 1 rather than interpolated, a wider
+        """Chains until two lengths are measured (here, as a prior, or in an earlier study; or
+        being measured now): the longest first (its histogram gives P(>=k) at every depth),
+        then the one-step chain (the cost line's other end); where one of them cannot be
+        measured (launched ATTEMPTS times and out of memory each time: on a card the weights
+        fill, the fraction is still being found), the next chain in from that end (from the
+        short end where both failed). A prior chain is one of the two: a prior costs a launch,
+        and the line through 3 and 5 steps is extrapolated to 1 rather than interpolated, a wider
         band the model pays for only if the short chains are worth proposing."""
         steps_searched = [int(v) for v in self.space.params[STEPS].levels()]
         depth, low = max(steps_searched), min(steps_searched)
         first = tuple((n, self.space.params[n].choices[0]) for n in self.others)
-        chains = {sh[0] for sh, _ in self.attempted if sh[1] == 1} | self.earlier_chains
+        chains = self.measured_chains | self.earlier_chains
         if len(chains) >= 2:
             return None
-        for steps in (depth, low):
+        # a failed end is replaced from its side: the next-longest where the one-step chain is
+        # measured, else the next-shortest (shorter chains need less memory beyond the pool)
+        inner = [s for s in sorted(steps_searched) if low < s < depth]
+        inward = inner[::-1] if low in chains else inner
+        for steps in (depth, low, *inward):
             config = Config((steps, 1, steps + 1), first)
             if steps not in chains and config in self.candidates:
                 return config
@@ -169,6 +269,17 @@ class Knowledge:
         for hours, share, measured in rows:
             out += hours * ((1 - share) + share * measured / np.maximum(predicted, 1e-9))
         return out / len(rows)
+
+
+def _fraction_grid(space: SearchSpace) -> list[float]:
+    """The fractions the space searches (the memory policy's grid), empty where it does not."""
+    p = space.params.get(FRACTION)
+    if p is None:
+        return []
+    if p.type == "categorical":
+        return fraction_grid(CategoricalDistribution(list(p.choices)))
+    assert p.low is not None and p.high is not None
+    return fraction_grid(FloatDistribution(p.low, p.high, step=p.step))
 
 
 def screened_values(trials: list[FrozenTrial], own, metric: str) -> dict[Config, float]:

@@ -5,9 +5,10 @@ level, the accept length (tokens per verify step, `accept_len_c<C>`), P(>=k) wit
 (`harness.record.results.StepHistogram`), the speeds the objectives read (decode tok/s per
 user, output tok/s over all streams) with their 95% half-widths and the runs behind them, and the
 requests a decode step ran and waited (the decode lines' mean `#running-req` and `#queue-req`); the
-decode batch sizes the server captured as CUDA graphs and its request cap (/get_server_info);
-and how long the launch took (start-up, then the benchmark). Everything the model fits is read
-back from the study, so a resumed sweep or another worker fits the same model.
+decode batch sizes the server captured as CUDA graphs, its request cap (/get_server_info) and its
+KV pool (`max_total_num_tokens`); and how long the launch took (start-up, then the benchmark).
+Everything the model fits is read back from the study, so a resumed sweep or another worker fits
+the same model.
 
 `run_noise` reads from those intervals how far one run strays on this box: what a screened
 launch's single run is worth against the model (`knowledge.anchored`, `sampler.worth_screening`,
@@ -26,12 +27,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from harness.record.results import Outcome, TrialResult
 from harness.record.stats import t975
+from sweep.study.trial.screened import POOLED, SCREENED
 
 ATTR = "model_obs"
-SCREENED = "screened"  # the trial attribute (and result warning) of a one-run screening launch
-# A full launch's attribute: the screening trial whose runs its record pools (sweep.study.loop.
-# screens); the model then reads that configuration from the full trial alone, which holds them.
-POOLED = "pooled_screen"
+# SCREENED: the trial attribute of a one-run screening launch; POOLED: a full launch's, naming the
+# screen whose runs its record pools (the model reads that configuration from the full trial).
 # A run's relative spread before the study has measured one (a launch of one run has no
 # interval); on the seeds' boxes single runs strayed +-10%, about two of these.
 UNKNOWN_NOISE = 0.05
@@ -81,6 +81,8 @@ class Observation:
     bench_s: float | None = None  # the benchmark's share of the launch (None: stopped early)
     gpu_hours: float = 0.0
     screened: bool = False  # measured with one run (the opening), never an answer
+    fraction: float | None = None  # mem_fraction_static it ran at
+    pool: int | None = None  # the KV pool it reported (max_total_num_tokens)
     # what the server reported: the decode batch sizes it captured as CUDA graphs (empty: not
     # reported) and its request cap (None: not reported)
     graph_bs: tuple[int, ...] = ()
@@ -120,10 +122,12 @@ def observation_attrs(result: TrialResult) -> dict[str, Any] | None:
     bench = None
     if result.outcome is Outcome.OK and result.wall_s and result.startup_wall_s is not None:
         bench = max(0.0, result.wall_s - result.startup_wall_s)
+    pool = result.effective.get("max_total_num_tokens") or m.get("kv_pool_tokens")
     return {
         "levels": levels,
         "startup_s": result.startup_wall_s,
         "bench_s": bench,
+        "pool": int(pool) if pool else None,
         "graph_bs": list(result.effective.get("decode_cuda_graph_bs") or []),
         "max_running": result.effective.get("max_running_requests"),
     }
@@ -171,6 +175,8 @@ def read(trials: list[FrozenTrial], others: tuple[str, ...] = ()) -> list[Observ
                 bench_s=data.get("bench_s"),
                 gpu_hours=float(t.user_attrs.get("gpu_hours") or 0.0),
                 screened=bool(t.user_attrs.get(SCREENED)),
+                fraction=cand.get("mem_fraction_static"),
+                pool=data.get("pool"),
                 graph_bs=tuple(int(b) for b in data.get("graph_bs") or ()),
                 max_running=data.get("max_running"),
             )

@@ -4,11 +4,14 @@ Per level the objective reads: tau from the drafter's acceptance model (`accepta
 per iteration from the cost model (`cost`, at the CUDA-graph batch the level's steps replay:
 `Load`), speed = tau / t (t: the step, over the requests in it for the output speed); the
 objective is the weighted sum of the levels' speeds (`weighted_*`), or the one level's
-(`tok_s`, `speedup` in tok/s, `throughput`). Every prediction is SAMPLES joint draws
-(acceptance rates, the sibling factor, the cost coefficients and each form's misfit): its mean
-and its 2.5-97.5% band are what the console, the proposer and the stopping rule read. The
-Pareto objectives (`tok_s+throughput`, `per_level_speed`) have no single value to predict: the
-model sampler refuses them.
+(`tok_s`, `speedup` in tok/s, `throughput`). An unmeasured configuration's load at a level is
+the requests its KV pool admits at the fraction it runs at (`admission`), where the launches
+reported their pools and running requests, so two launches apart only in the fraction are two
+pools, not one configuration's noise; else the level's usual load. Every prediction is SAMPLES
+joint draws (acceptance rates, the sibling factor, the cost coefficients and each form's
+misfit): its mean and its 2.5-97.5% band are what the console, the proposer and the stopping
+rule read. The Pareto objectives (`tok_s+throughput`, `per_level_speed`) have no single value to
+predict: the model sampler refuses them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 
 from harness.sglang.graphs import padded_batch
 from harness.sglang.speculative import dominated_by, draft_tree_capacity, forced_draft_tokens
+from sweep.study.model import admission
 from sweep.study.model.acceptance import AcceptanceModel, Measured
 from sweep.study.model.cost import LINE_TERMS, WORK_TERMS, CostModel, CostPoint, features
 from sweep.study.model.observations import UNKNOWN_NOISE, Observation
@@ -148,6 +152,9 @@ class Predictor:
         self.n = 0
         usable = [o for o in observations if all(c in o.levels for c in target.levels)]
         self.observations = usable
+        self.admission = admission.fit(usable, target.levels)
+        # the CUDA-graph sizes the latest launch that reported them captured
+        self.graph_bs = next((o.graph_bs for o in reversed(usable) if o.graph_bs), ())
         for c in target.levels:
             self._fit_level(c, usable)
         self.ready = bool(usable) and len(self.cost) == len(target.levels)
@@ -215,11 +222,27 @@ class Predictor:
             self.acceptance[(c, drafter)] = AcceptanceModel([], self.depth, self.rng)
         return self.acceptance[(c, drafter)]
 
-    def samples(self, configs: list[Config], n: int = SAMPLES) -> np.ndarray:
-        """Objective draws, n x len(configs)."""
+    def samples(
+        self, configs: list[Config], n: int = SAMPLES, fractions: list[float | None] | None = None
+    ) -> np.ndarray:
+        """Objective draws, n x len(configs): the levels' speeds, weighted; `fractions`: the
+        fraction each would run at (the requests its pool admits are its load, `loads`; None:
+        the largest pool reported)."""
         out = np.zeros((n, len(configs)))
-        for c, w in zip(self.target.levels, self.target.weights, strict=True):
-            t = self.cost_samples(c, configs, n=n)
+        levels = self.level_samples(configs, n, fractions)
+        for w, speeds in zip(self.target.weights, levels.values(), strict=True):
+            out += w * speeds
+        return out
+
+    def level_samples(
+        self, configs: list[Config], n: int = SAMPLES, fractions: list[float | None] | None = None
+    ) -> dict[int, np.ndarray]:
+        """Each level's speed draws (decode or output tok/s, the target's), n x len(configs):
+        tau / t at that level, the joint draws the objective weights together."""
+        out: dict[int, np.ndarray] = {}
+        fractions = fractions or [None] * len(configs)
+        for c in self.target.levels:
+            t = self.cost_samples(c, configs, self.loads(c, fractions), n=n)
             taus = np.empty_like(t)
             for drafter in {cf.drafter for cf in configs}:
                 model = self._acceptance(c, drafter)
@@ -227,7 +250,22 @@ class Predictor:
                 for i, cf in enumerate(configs):
                     if cf.drafter == drafter:
                         taus[:, i] = model.tau_samples(cf.shape, rates, rho)
-            out += w * taus / t
+            out[c] = taus / t
+        return out
+
+    def loads(self, c: int, fractions: list[float | None]) -> list[Load] | None:
+        """Each configuration's load at level `c`: the requests its pool admits at its fraction
+        (`admission`) where the output speed over all streams is read and the launches reported
+        running requests; None (the level's usual load) otherwise."""
+        if self.target.speed != "output" or c == 1 or c not in self.usual:
+            return None
+        out = []
+        for f in fractions:
+            batch = self.admission.admitted(c, f)
+            if batch is None:
+                return None
+            graph = padded_batch(max(1, round(batch)), self.graph_bs)
+            out.append(Load(batch, float(graph) if graph is not None else batch))
         return out
 
     def summary(self, configs: list[Config]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,9 +1,10 @@
 """`search.sampler=model`: the next launch is the one the model expects to gain most per GPU-hour.
 
-Opening (nothing to fit yet): chains until two lengths are tried, the longest the space allows
+Opening (nothing to fit yet): chains until two lengths are measured, the longest the space allows
 first (its per-step histogram gives P(>=k) at every depth, so every chain is then predicted),
-then the one-step chain (a second point on the cost line); an enqueued prior chain or an earlier
-study's is one of the two. With `screen` (search.sampler.screen, on by default) the opening is
+then the one-step chain (a second point on the cost line), an end that cannot start replaced by
+the next chain in (`Knowledge.opening`); an enqueued prior chain or an earlier study's is one of
+the two. With `screen` (search.sampler.screen, on by default) the opening is
 screened: one run per level instead of benchmark.runs (most of a launch is the benchmark, not
 the start-up), recorded as stopped early and marked `screened`, so it is never an answer; the
 model fits it, and a screened configuration stays a candidate to be measured in full, predicted
@@ -64,6 +65,9 @@ class Proposal:
     gain: float | None = None  # model: the expected improvement over the best measured value
     hours: float | None = None  # model: the launch's predicted GPU-hours
     why_screened: str | None = None  # model: why it is screened, for the console
+    # a launch that ran out of GPU memory which this one is at least as large as: (trial number,
+    # its shape, the fraction it ran out at); the console names it (`Knowledge.oom_beside`)
+    beside_oom: tuple[int, tuple[int, int, int], float] | None = None
 
 
 def distribution(p: Param) -> BaseDistribution:
@@ -165,7 +169,7 @@ class ModelSampler(BaseSampler):
         if predictor is None or not predictor.ready or explore:
             pick = state.candidates[rng.randrange(len(state.candidates))]
             reason = "exploration" if explore and predictor is not None else "random"
-            return Proposal(pick, reason)
+            return Proposal(pick, reason, beside_oom=state.oom_beside(pick))
         draws = state.draws(state.candidates)
         best = state.best_value()
         gain = np.maximum(draws - best, 0.0).mean(axis=0) if best is not None else draws.mean(0)
@@ -200,6 +204,7 @@ class ModelSampler(BaseSampler):
             gain=float(gain[i]) if best is not None else None,
             hours=float(hours[i]),
             why_screened=why,
+            beside_oom=state.oom_beside(pick),
         )
 
     def propose(self, study: Study, number: int, others: tuple[str, ...] = ()) -> Proposal | None:

@@ -36,6 +36,24 @@ class Forecast:
     reason: str | None = None  # why the model sampler proposed it (None: another sampler)
     earlier: int = 0  # of `trials`, those from earlier studies (sweep.study.model.transfer)
     why_screened: str | None = None  # a model proposal screened: why
+    beside_oom: str | None = None  # a model proposal at least as large as an OOM: the reason
+
+
+def beside_oom_line(
+    config: Config, oom: tuple[int, tuple[int, int, int], float], fraction: float | None
+) -> str:
+    """Why a proposal at least as large as a launch that ran out of GPU memory is launched: the
+    fraction it runs at is below the one that ran out (memory is monotone in the fraction, so
+    it may start there), with the model's reason to try it (its predicted gain per GPU-hour, or
+    an exploration draw)."""
+    number, (s, k, d), ran_out = oom
+    where = f"at {fraction:.2f}, below it" if fraction is not None else "at the policy's fraction"
+    if fraction is not None and fraction >= ran_out - 1e-9:
+        where = f"at {fraction:.2f}, to check the OOM the memory policy predicts there"
+    return (
+        f"model: {config.label().split(' ')[0]} is at least as large as trial_{number:04d} "
+        f"({s}/{k}/{d}), which ran out of GPU memory at {ran_out:.2f}; launched {where}"
+    )
 
 
 class ModelWatch:
@@ -72,13 +90,19 @@ class ModelWatch:
             return None
         shape = (candidate.steps, candidate.topk, candidate.draft_tokens or candidate.steps + 1)
         config = Config(shape, tuple((n, trial.params.get(n)) for n in others))
-        low, mid, high = np.percentile(state.draws([config])[:, 0], [2.5, 50, 97.5])
+        draws = state.draws([config], [candidate.mem_fraction_static])  # the fraction it runs at
+        low, mid, high = np.percentile(draws[:, 0], [2.5, 50, 97.5])
         proposal = sampler.proposals.get(trial.number) if sampler is not None else None
         reason = proposal.reason if proposal is not None else None
         why = proposal.why_screened if proposal is not None else None
         fitted = state.predictor.observations
         earlier_n = sum(o.number < 0 for o in fitted)
-        return Forecast(float(mid), float(low), float(high), len(fitted), reason, earlier_n, why)
+        beside = None
+        if proposal is not None and proposal.beside_oom is not None:
+            beside = beside_oom_line(config, proposal.beside_oom, candidate.mem_fraction_static)
+        return Forecast(
+            float(mid), float(low), float(high), len(fitted), reason, earlier_n, why, beside
+        )
 
     def screens(self, study: Study, trial: FrozenTrial) -> bool:
         """Whether the model sampler proposed this trial as a one-run screening launch."""
@@ -119,16 +143,22 @@ class ModelWatch:
         return text
 
     def stop_line(
-        self, study: Study, budget, starts_left: int, below: stopping.Below | None = None
+        self,
+        study: Study,
+        budget,
+        starts_left: int,
+        below: stopping.Below | None = None,
+        levels_below: dict[int, stopping.Below] | None = None,
     ) -> str | None:
         """The line that ends the sweep when one of the model's stopping rules holds, else None;
-        `below` arms the speculation-off rule (`stopping.decide`). Only with the model sampler:
+        `below` arms the speculation-off rule (`stopping.decide`), `levels_below` each level's
+        under a load profile. Only with the model sampler:
         the stopping switch is its option (search.sampler.stop), and another sampler's sweep,
         which the model only watches, runs its search.n_trials."""
         sampler = model_sampler(study.sampler)
         if not self.stop or sampler is None:
             return None
-        decision = stopping.decide(sampler, study, below)
+        decision = stopping.decide(sampler, study, below, levels_below)
         if decision is None:
             return None
         trials = study.get_trials(deepcopy=False)

@@ -29,12 +29,14 @@ reads. `search.memory`:
 - `sample`: the study's sampler samples them like every other parameter (the behaviour before
   this module).
 
-While no trial has started, the reference is moved below every GPU OOM the study has seen,
-bisecting the grid between the KV-pool floor and the smallest OOM: on a card where the configured
-fraction does not start, the next launch goes halfway down rather than one step, and the priors
-(`sweep.study.search.priors`, which enqueue their fraction as the PRIOR_FRACTION user attribute,
-not as a fixed parameter the sampler never sees) are not spent at a fraction known to fail: a prior
-runs at its fraction unless a GPU OOM at or below it is known, else at the reference.
+While no trial has started, a reference known to fail (a GPU OOM at or below it, a KV pool too
+small at or above it: the weights leave it no room) is moved by bisection, to the middle of the
+grid between the largest KV-pool failure and the smallest GPU OOM: on a card where the configured
+fraction does not start, each failure halves the bracket rather than moving one grid step; a
+group that ran out where the others start is bisected the same way between the floor and its own
+OOM. The priors (`sweep.study.search.priors`, which enqueue their fraction as the PRIOR_FRACTION
+user attribute, not as a fixed parameter the sampler never sees) are not spent at a fraction known
+to fail: a prior runs at its fraction unless such a failure is known, else at the reference.
 
 The wrapped sampler never models the fraction (it is left out of its relative search space, as
 Optuna's PartialFixedSampler leaves out fixed parameters): what it sees of a trial is the
@@ -58,6 +60,7 @@ from sweep.study.trial import capacity
 from sweep.study.trial.candidates import Candidate
 from sweep.study.trial.capacity import Demand
 from sweep.study.trial.feasibility import STARTED, Boundary, Feasibility, group_of
+from sweep.study.trial.screened import screen_fraction
 
 HICACHE = "hicache_size"
 PRIOR_FRACTION = f"prior.{FRACTION}"  # an enqueued prior's fraction, as a user attribute
@@ -139,6 +142,9 @@ class MemorySampler(BaseSampler):
     def __init__(self, base: BaseSampler, mode: str, level: int = 1, demand: Demand | None = None):
         assert mode in ("pin", "ceiling", "auto")
         self.base, self.mode, self.level, self.demand = base, mode, level, demand
+        # what the wrapped sampler chose for each trial (a knob suggested after the fraction,
+        # HiCache, is known from here before it is suggested)
+        self.relative: dict[int, dict[str, Any]] = {}
 
     def policy(self, study: Study) -> str:
         """`pin` or `ceiling` for the study's next trial, read from its trials (so a resumed
@@ -163,7 +169,9 @@ class MemorySampler(BaseSampler):
         return {k: v for k, v in space.items() if k not in managed}
 
     def sample_relative(self, study: Study, trial: FrozenTrial, search_space) -> dict[str, Any]:
-        return self.base.sample_relative(study, trial, search_space)
+        values = self.base.sample_relative(study, trial, search_space)
+        self.relative[trial.number] = dict(values)
+        return values
 
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution
@@ -193,13 +201,16 @@ class MemorySampler(BaseSampler):
         feasibility = Feasibility([t for t in trials if t.state in _FINISHED])
         reference = _reference(trials, trial, grid)
         if not any(t.user_attrs.get("outcome") in STARTED for t in trials):
-            reference = _under_every_oom(reference, feasibility, grid)
+            reference = _between_failures(reference, feasibility, grid)
         prior = trial.user_attrs.get(PRIOR_FRACTION)
         if prior is not None and policy != "pin" and not _known_to_fail(prior, feasibility):
             reference = _snap(float(prior), grid)  # a prior runs where it was configured to
-        probe = _probe(trials, trial)
+        probe = _probe(trials, trial, self.relative.get(trial.number, {}))
         if probe is None:
             return reference
+        screened = screen_fraction(trials, probe)
+        if screened is not None:  # its full launch: the same server as its screen
+            return _snap(screened, grid)
         b = feasibility.boundary(probe)
         allowed = [
             v for v in grid if (b.ooms is None or v < b.ooms) and (b.floor is None or v > b.floor)
@@ -218,13 +229,14 @@ class MemorySampler(BaseSampler):
 
 
 def _held(reference: float, b: Boundary, allowed: list[float]) -> float:
-    """The reference where its group starts there; else the group's largest known start, else
-    the allowed fraction nearest below it."""
+    """The reference where its group starts there; else the group's largest known start; else
+    the middle of the allowed bracket (between the KV-pool floor and the smallest GPU OOM), so a
+    reference that fails is bisected towards a start, not stepped a grid point per failure."""
     if reference in allowed:
         return reference
     if b.fits in allowed:
         return b.fits  # type: ignore[return-value]
-    return min(allowed, key=lambda v: abs(v - reference))
+    return allowed[len(allowed) // 2]
 
 
 def _reference(trials: list[FrozenTrial], trial: FrozenTrial, grid: list[float]) -> float:
@@ -245,45 +257,57 @@ def _reference(trials: list[FrozenTrial], trial: FrozenTrial, grid: list[float])
 
 
 def _known_to_fail(fraction: float, feasibility: Feasibility) -> bool:
-    """Did any group run out of GPU memory at or below `fraction`?"""
-    return any(
-        p.oom_kind == "gpu" and p.candidate.mem_fraction_static <= fraction + 1e-9
-        for p in feasibility.points
-        if p.candidate.mem_fraction_static is not None
-    )
+    """Did any group run out of GPU memory at or below `fraction`, or find its KV pool too small
+    at or above it (the pool's floor does not depend on the group: it is the weights' share)?"""
+    for p in feasibility.points:
+        m = p.candidate.mem_fraction_static
+        if m is None:
+            continue
+        if (p.oom_kind == "gpu" and m <= fraction + 1e-9) or (
+            p.oom_kind == "kv_pool" and m >= fraction - 1e-9
+        ):
+            return True
+    return False
 
 
-def _under_every_oom(reference: float, feasibility: Feasibility, grid: list[float]) -> float:
-    """With no start known yet: the reference, or, where any group ran out of GPU memory at or
-    below it, the middle of the grid between the KV-pool floor and the smallest such OOM (so a
-    card where the configured fraction does not start is bisected down, not stepped)."""
+def _between_failures(reference: float, feasibility: Feasibility, grid: list[float]) -> float:
+    """With no start known yet: the reference, or, where it is known to fail (a GPU OOM at or
+    below it, a KV pool too small at or above it), the middle of the grid between the largest
+    KV-pool failure and the smallest GPU OOM. Each failure halves the bracket: on a card where
+    the configured fraction leaves the weights no KV room, the next launch goes halfway up, not
+    one grid step (a step per failure took 8 failed launches from 0.85 to 0.93)."""
+    if not _known_to_fail(reference, feasibility):
+        return reference
     fractions = [
         (p.candidate.mem_fraction_static, p.oom_kind)
         for p in feasibility.points
         if p.candidate.mem_fraction_static is not None
     ]
-    ooms = [m for m, kind in fractions if kind == "gpu"]
-    if not ooms or reference < min(ooms) - 1e-9:
-        return reference
+    ooms = min((m for m, kind in fractions if kind == "gpu"), default=None)
     floor = max((m for m, kind in fractions if kind == "kv_pool"), default=None)
-    below = [v for v in grid if v < min(ooms) - 1e-9 and (floor is None or v > floor + 1e-9)]
-    return below[len(below) // 2] if below else reference
+    inside = [
+        v for v in grid if (ooms is None or v < ooms - 1e-9) and (floor is None or v > floor + 1e-9)
+    ]
+    return inside[len(inside) // 2] if inside else reference
 
 
 def _snap(value: float, grid: list[float]) -> float:
     return min(grid, key=lambda v: abs(v - value))
 
 
-def _probe(trials: list[FrozenTrial], trial: FrozenTrial) -> Candidate | None:
-    """The candidate `trial` is becoming, as far as its sampled values tell (the setup from the
-    study's latest candidate; the fraction not yet chosen)."""
+def _probe(
+    trials: list[FrozenTrial], trial: FrozenTrial, relative: dict[str, Any] | None = None
+) -> Candidate | None:
+    """The candidate `trial` is becoming, as far as its values tell (those suggested, and
+    `relative`: what the wrapped sampler chose for it; the setup from the study's latest
+    candidate; the fraction not yet chosen)."""
     latest = max(
         (t for t in trials if "candidate" in t.user_attrs), key=lambda t: t.number, default=None
     )
     if latest is None:
         return None
     c = Candidate.from_dict(latest.user_attrs["candidate"])
-    params = trial.params
+    params = {**(relative or {}), **trial.params}
     draft = trial.user_attrs.get(f"derived.{DRAFT}", params.get(DRAFT, c.draft_tokens))
     return replace(
         c,

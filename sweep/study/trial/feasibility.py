@@ -15,7 +15,9 @@ that needs no more memory (fewer or equal draft tokens, a smaller or equal graph
 least as much succeeding at `m` says this one fits. Indirect evidence rests on the memory model
 being right about which group needs more (it ignores the draft tree's shape, for one), so a
 predicted OOM that rests on it alone is launched once per group to check (`recheck`); after that
-the group has its own evidence.
+the group has its own evidence. An OOM of a launch of the same kind (chain or tree) that `c`
+is at least as large as in every term (draft tokens, steps x topk branches, graph batch, HiCache)
+counts as direct: nothing is left to check.
 """
 
 from __future__ import annotations
@@ -89,6 +91,18 @@ def _needs_at_least(a: Candidate, b: Candidate) -> bool:
     return (a.draft_tokens or 1) >= (b.draft_tokens or 1) and graph
 
 
+def _larger_in_every_term(a: Candidate, b: Candidate) -> bool:
+    """Is `a` at least as large as `b` in every term its start-up's memory beyond the pool grows
+    with (the draft tokens verified per request, the draft branches steps x topk, the CUDA-graph
+    batch, the HiCache size), and of the same kind, both chains or both trees (SGLang picks the
+    attention backend, and with it the kernels' workspace, from the topk:
+    `harness/sglang/attention.py`)? Then `b`'s GPU OOM at `m` is `a`'s too, and checking it by a
+    launch only spends one (on a memory-tight card such rechecks were a third of a search)."""
+    same_kind = ((a.topk or 1) > 1) == ((b.topk or 1) > 1)
+    branches = (a.steps or 0) * (a.topk or 1) >= (b.steps or 0) * (b.topk or 1)
+    return same_kind and branches and _needs_at_least(a, b) and a.hicache_size >= b.hicache_size
+
+
 class Feasibility:
     def __init__(self, trials: list[FrozenTrial]):
         self.trials = {t.number: t for t in trials}
@@ -125,7 +139,7 @@ class Feasibility:
             if p.outcome in STARTED and (direct or _needs_at_least(p.candidate, c)):
                 fits.append((m, direct))
             elif p.oom_kind == "gpu" and (direct or _needs_at_least(c, p.candidate)):
-                ooms.append((m, direct))
+                ooms.append((m, direct or _larger_in_every_term(c, p.candidate)))
             elif p.oom_kind == "kv_pool":
                 floors.append(m)
         top = max(fits, default=None)  # (m, True) sorts after (m, False): direct wins a tie
@@ -156,7 +170,11 @@ class Feasibility:
         for p in self.points:
             if p.outcome != Outcome.OOM or not predicts_oom(c, p.candidate, p.oom_kind):
                 continue
-            direct = p.oom_kind != "gpu" or group_of(p.candidate) == group_of(c)
+            direct = (
+                p.oom_kind != "gpu"
+                or group_of(p.candidate) == group_of(c)
+                or _larger_in_every_term(c, p.candidate)
+            )
             if direct:
                 return Prediction(self.trials[p.number], True)
             if indirect is None and not started_above:
