@@ -17,14 +17,13 @@ from tests.conftest import ROOT
 
 BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("[!_]*.py"))
 
-# sim_calibration's gate fails today on seven held-out figures of the H100 profile, the EAGLE-3
-# paper's chain 3/1/4 over the baseline from batch 8 up (+20% to +36%), for reasons
-# docs/simulator-model.md states ("Held out and served": the Llama drafter's top-1 rate is fitted
-# to a tree's speed, 5/8/32, and SGLang's tree selection gives its siblings less than that speed
-# asks, so the fit lifts the rate its chains share; batch scaling falls smoothly where the paper's
-# does not). Held here so that any other miss fails, and a fixed one asks for this list to shrink.
+# sim_calibration's gate fails today on six held-out figures of the H100 profile, the EAGLE-3
+# paper's chain 3/1/4 over the baseline from batch 16 up (+11% to +25%), for reasons
+# docs/simulator-model.md states ("Held out and served": the model's speedup falls smoothly with
+# the batch where the paper's falls faster to 32 and then rises). Held here so that any other
+# miss fails, and a fixed one asks for this list to shrink.
 KNOWN_CALIBRATION_MISSES = {
-    f"held-out paper table 3, bs {batch}" for batch in (8, 16, 24, 32, 48, 56, 64)
+    f"held-out paper table 3, bs {batch}" for batch in (16, 24, 32, 48, 56, 64)
 }
 
 

@@ -80,7 +80,7 @@ SNAPSHOT_CONSTANTS = {
     "eagle3_10k": {"first_accept": 0.758},
     "eagle3_37k_ttt5": {"first_accept": 0.648},
     "aq_medai_k2": {"first_accept": 0.748},
-    "eagle3_llama31_8b": {"first_accept": 0.795},
+    "eagle3_llama31_8b": {"first_accept": 0.795, "sibling_residual": 0.79},
 }
 
 

@@ -343,7 +343,7 @@ AQ_MEDAI_K2 = DrafterProfile("aq_medai_k2", "eagle3", 0.757, 0.85, 0.88, 6_000, 
 # which this profile overshoots (docs/simulator.md).
 # ~0.4B params (1 layer + fc 3x4096->4096 + 32K-vocab head) in BF16; KV of 1 layer, 8 heads.
 EAGLE3_LLAMA31_8B = DrafterProfile(
-    "eagle3_llama31_8b", "eagle3", 0.928, 0.97, 0.79, 20_000, 760, 1 * 8 * 128 * 2 * 2
+    "eagle3_llama31_8b", "eagle3", 0.866, 0.97, 0.55, 20_000, 760, 1 * 8 * 128 * 2 * 2
 )
 
 DRAFTERS = {p.name: p for p in (EAGLE3_10K, EAGLE3_37K_TTT5, AQ_MEDAI_K2, EAGLE3_LLAMA31_8B)}
