@@ -1,7 +1,7 @@
 """A screened configuration launched in full, through the real CLI on the seeds' box: the full
 launch measures only the runs its screen did not, its record pools the screen's run (run 1, the
-prompts run 1 of every trial sent), and the table says so. With the stopping rules off the
-default sweep screens 2/2/4 and later launches it in full within six launches."""
+prompts run 1 of every trial sent), and the table says so. The space is narrowed to one chain,
+2/1/3, so the model's opening screens it and its next launch is that chain in full."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def swept(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("results")
     argv = [
         sys.executable, "sweep.py", "-m", f"tracking.dir={tmp}", f"server.port={free_port()}",
-        "report=false", "search.sampler.stop=false", "search.n_trials=6",
+        "report=false", "search.n_trials=2",
+        "search.space={speculative_num_steps:{type:categorical,choices:[2]},"
+        "speculative_eagle_topk:{type:categorical,choices:[1]}}",
     ]  # fmt: skip
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
