@@ -97,8 +97,11 @@ def _server_info(state: ServerState, launch_command: list[str]) -> dict[str, Any
             "graph": {"decode": graph_gb} if captured else {},
         },
         "disaggregation_mode": "null",
-        # what the decode runner captured (0.5.23 tp_worker.py::get_decode_cuda_graph_bs)
-        "decode_cuda_graph_bs": list(state.args.get("sim_graph_bs") or []) if captured else [],
+        # what the decode runner captured (0.5.23 tp_worker.py::get_decode_cuda_graph_bs): on a
+        # CPU SGLang captures none (its decode lines read "cpu graph: False"), an empty list
+        "decode_cuda_graph_bs": list(state.args.get("sim_graph_bs") or [])
+        if captured and state.args.get("device", "cuda") != "cpu"
+        else [],
         "decode_cuda_graph_memory_gb": graph_gb if captured else 0.0,
     }
     _add_accept_length(internal, state)
