@@ -91,19 +91,7 @@ def dominated_result(
     """A tree SGLang verifies exactly as a smaller launch does, at more draft work
     (`sweep.study.trial.candidates.dominating`): recorded with the reason, never launched."""
     _write_config(folder, job_cfg)
-    result = TrialResult(
-        name=folder.name,
-        role="trial",
-        outcome=Outcome.DOMINATED,
-        engine=engine,
-        simulated=engine == "sim",
-        clock_scale=1.0,
-        params=dict(params),
-        folder=str(folder),
-        error=reason,
-    )
-    result.write(folder)
-    return result
+    return _recorded(folder, Outcome.DOMINATED, engine, params, reason)
 
 
 def invalid_result(
@@ -117,10 +105,17 @@ def invalid_result(
     if job_cfg is not None:
         _write_config(folder, job_cfg)
     folder.mkdir(parents=True, exist_ok=True)
+    return _recorded(folder, Outcome.INVALID, engine, params, error)
+
+
+def _recorded(
+    folder: Path, outcome: Outcome, engine: str, params: dict[str, Any], error: str
+) -> TrialResult:
+    """A trial recorded in its folder with why it was not launched."""
     result = TrialResult(
         name=folder.name,
         role="trial",
-        outcome=Outcome.INVALID,
+        outcome=outcome,
         engine=engine,
         simulated=engine == "sim",
         clock_scale=1.0,
@@ -130,10 +125,3 @@ def invalid_result(
     )
     result.write(folder)
     return result
-
-
-def interrupted_result(folder: Path) -> TrialResult | None:
-    """What the folder says was measured before an interruption (None: nothing was)."""
-    if not (folder / "result.json").is_file():
-        return None
-    return TrialResult.read(folder)
