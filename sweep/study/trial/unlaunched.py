@@ -125,3 +125,10 @@ def _recorded(
     )
     result.write(folder)
     return result
+
+
+def interrupted_result(folder: Path) -> TrialResult | None:
+    """What the folder says was measured before an interruption (None: nothing was)."""
+    if not (folder / "result.json").is_file():
+        return None
+    return TrialResult.read(folder)
