@@ -34,7 +34,7 @@ from omegaconf import OmegaConf
 from benchmarks._search_landscape import RUNS, Landscape
 from benchmarks._search_sim import Simulation, launch_tokens
 from harness.record.results import Outcome, TrialResult
-from harness.sglang.speculative import forced_draft_tokens
+from harness.sglang.speculative import dominated_by, forced_draft_tokens
 from harness.spec import EarlyStop
 from sweep.study.loop.decisions import SearchDriver
 from sweep.study.loop.opening import make_sampler
@@ -162,8 +162,8 @@ def effective_points(space: SearchSpace, ordered: bool = True) -> list[dict]:
                 if s * k + 1 < d:
                     continue
                 d_eff = forced_draft_tokens(s, k) or d
-                if (s, k, d_eff) in seen:
-                    continue
+                if (s, k, d_eff) in seen or dominated_by(s, k, d_eff) is not None:
+                    continue  # a dominated tree is never launched (the driver's verdict)
                 seen.add((s, k, d_eff))
                 points.append({STEPS: s, TOPK: k} | ({} if k == 1 else {DRAFT: d_eff}))
     return points

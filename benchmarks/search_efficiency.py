@@ -76,6 +76,7 @@ from benchmarks._search_landscape import (  # noqa: E402
     Oracle,
 )
 from benchmarks._search_sim import SAMPLING_CV, Simulation  # noqa: E402
+from harness.sglang.speculative import dominated_by  # noqa: E402
 from harness.sim.model.drift import DRIFT_SIGMA, DRIFT_TIME_S  # noqa: E402
 from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace  # noqa: E402
 
@@ -96,7 +97,7 @@ _ARGS: argparse.Namespace | None = None
 
 
 def all_points(space: SearchSpace) -> list[dict]:
-    """Every configuration of the five knobs (the optimum is over all of them)."""
+    """Every configuration of the five knobs but the dominated trees (the optimum is over them)."""
     p = space.params
     if STEPS not in p:
         return grid_for(space, objective_for("datagen"))
@@ -106,6 +107,8 @@ def all_points(space: SearchSpace) -> list[dict]:
     for s in range(int(p[STEPS].low), int(p[STEPS].high) + 1):
         for k in p[TOPK].choices:
             for d in range(int(p[DRAFT].low), min(int(p[DRAFT].high), s * k + 1) + 1):
+                if dominated_by(s, k, d) is not None:  # never launched: not an answer either
+                    continue
                 for i in range(n):
                     for h in p["hicache_size"].choices:
                         m = round(mem.low + i * mem.step, 6)

@@ -14,6 +14,7 @@ from benchmarks import _search_family
 from benchmarks._search_arms import effective_points, grid_for, objective_for
 from benchmarks._search_report import summarize_landscape
 from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, quantile
+from harness.sglang.speculative import dominated_by
 from harness.sim.model import profiles
 from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace
 
@@ -52,7 +53,11 @@ def test_the_grid_has_each_effective_launch_once():
     assert len(keys) == len(set(keys))
     assert [k for k in keys if k[1] == 1] == [(s, 1, s + 1) for s in range(1, 6)]  # one per steps
     assert all(d <= min(16, s * k + 1) for s, k, d in keys)
-    assert len(points) == 5 + 30 + 54  # topk 1, 2 and 4 over steps 1-5, draft 2-16
+    # no tree SGLang verifies as a smaller launch does (a topk or depth above the D - 1 slots):
+    # the driver never launches one, so it is no search's answer
+    assert all(dominated_by(*k) is None for k in keys)
+    assert (1, 2, 2) in keys and (2, 2, 2) not in keys and (5, 4, 5) not in keys
+    assert len(points) == 5 + 20 + 38  # topk 1, 2 and 4 over steps 1-5, draft 2-16
 
 
 def test_the_grid_searches_hicache_only_where_the_memory_policy_leaves_it_open():
