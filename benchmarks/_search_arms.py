@@ -10,9 +10,9 @@ What every arm is given, unless its row says otherwise (SHARED):
   (`Landscape.demand`, `sweep.study.trial.capacity`), and once it does not HiCache is searched and
   the fraction bisected towards the OOM boundary. The sampler models only what the policy leaves it;
 - `SearchDriver`'s verdicts: an effective duplicate
-  (`sweep.study.trial.candidates.candidate_for`: at topk 1 every draft-token value is one launch)
-  or a predicted OOM is not launched and costs nothing; the sampler is told the earlier result,
-  OOMs as constraint violations;
+  (`sweep.study.trial.candidates.candidate_for`: at topk 1 every draft-token value is one launch),
+  a dominated tree (`candidates.dominating`) or a predicted OOM is not launched and costs
+  nothing; the sampler is told the earlier result, OOMs as constraint violations;
 - early stopping: a launch stops once its runs cannot beat the best trial's lower 95% bound
   (the sweeper's `EarlyStop`; single-stream objectives, the only ones it applies to);
 - a budget of `--budget` launches; a search that proposes only what it knows 100 times in a
@@ -48,8 +48,8 @@ from sweep.study.trial.objective import Objective
 
 IDLE_LIMIT = 100  # proposals in a row that launch nothing: the arm has nothing left to try
 SHARED = (
-    "memory policy (search.memory=auto), effective-duplicate and predicted-OOM verdicts "
-    "(free), early stopping, the same budget"
+    "memory policy (search.memory=auto), effective-duplicate, dominated-tree and predicted-OOM "
+    "verdicts (free), early stopping, the same budget"
 )
 
 
@@ -84,7 +84,8 @@ ARMS = (
         "model+priors",
         "model",
         "search.sampler=model, the sweeper's default (sweep.study.model: per-depth acceptance, "
-        "a sibling factor, a linear step cost; a screened opening, expected improvement per "
+        "trees as SGLang selects them, a step cost over the captured CUDA-graph batches, the KV "
+        "pool under load; a screened opening, expected improvement per "
         "GPU-hour, extrapolations screened first, 10% exploration, its stopping rule)",
         priors=True,
         specsweep=True,
