@@ -21,6 +21,8 @@ round: zero in the rounds where SGLang keeps the chain, never negative.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 Shape = tuple[int, int, int]  # (steps, topk, draft tokens)
@@ -44,9 +46,30 @@ def gains(shape: Shape, rates: np.ndarray) -> np.ndarray:
     """The tree's gain in P(>= j) over its chain of D - 1 drafts, per rho in RHO_GRID and depth
     j = 1 .. steps (len(RHO_GRID) x steps), at the conditional rates `rates` (point values)."""
     steps, topk, draft = shape
-    slots, grid = draft - 1, RHO_GRID.size
-    rng = np.random.default_rng(SEED)
     a = np.clip(np.asarray(rates[:steps], dtype=float), 1e-3, 0.98)
+    chain, every, depth = _drafted(steps, topk, a.tobytes())
+    slots = draft - 1
+    if slots < every.shape[1]:  # organize_draft_results: the D - 1 best scores
+        kept = np.argpartition(-every, slots - 1, axis=1)[:, :slots]
+    else:
+        kept = np.broadcast_to(np.arange(every.shape[1]), every.shape)
+    kept_scores, kept_depth = np.take_along_axis(every, kept, axis=1), depth[kept]
+    at_least = np.stack(
+        [(kept_scores * (kept_depth == j + 1)).sum(axis=1) for j in range(steps)], axis=1
+    )
+    length = min(steps, slots)
+    at_least[:, :length] -= np.cumprod(chain[:, :length], axis=1)
+    return at_least.reshape(RHO_GRID.size, ROUNDS, steps).mean(axis=1)
+
+
+@functools.lru_cache(maxsize=16)  # a fit's (steps, topk) pairs: 10 in the shipped space
+def _drafted(steps: int, topk: int, rates: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One fit's drafted rounds for (steps, topk): the rank-1 path's confidences, every
+    candidate's score and its depth. Every draft-token count of the pair selects from these
+    same candidates (`gains`), so a fit drafts each pair once, not once per tree."""
+    a = np.frombuffer(rates)
+    grid = RHO_GRID.size
+    rng = np.random.default_rng(SEED)
     power = (1.0 - a) / a
     rho = np.repeat(RHO_GRID, ROUNDS)[:, None]  # (N, 1), N = grid x ROUNDS
 
@@ -70,17 +93,9 @@ def gains(shape: Shape, rates: np.ndarray) -> np.ndarray:
         branches = np.take_along_axis(expanded, best, axis=1)
         flags = np.take_along_axis(child_flags, best, axis=1)
     every, depth = np.concatenate(found, axis=1), np.concatenate(depths)
-    if slots < every.shape[1]:  # organize_draft_results: the D - 1 best scores
-        kept = np.argpartition(-every, slots - 1, axis=1)[:, :slots]
-    else:
-        kept = np.broadcast_to(np.arange(every.shape[1]), every.shape)
-    kept_scores, kept_depth = np.take_along_axis(every, kept, axis=1), depth[kept]
-    at_least = np.stack(
-        [(kept_scores * (kept_depth == j + 1)).sum(axis=1) for j in range(steps)], axis=1
-    )
-    length = min(steps, slots)
-    at_least[:, :length] -= np.cumprod(chain[:, :length], axis=1)
-    return at_least.reshape(grid, ROUNDS, steps).mean(axis=1)
+    for array in (chain, every, depth):
+        array.flags.writeable = False  # shared between the trees of a fit
+    return chain, every, depth
 
 
 def gain_at(table: np.ndarray, rho: np.ndarray) -> np.ndarray:
