@@ -36,9 +36,11 @@ from benchmarks._search_sim import Simulation, launch_tokens
 from harness.record.results import Outcome, TrialResult
 from harness.sglang.speculative import dominated_by, forced_draft_tokens
 from harness.spec import EarlyStop
+from sweep.study.answer import pooling
 from sweep.study.loop.decisions import SearchDriver
 from sweep.study.loop.opening import make_sampler
 from sweep.study.model import stopping
+from sweep.study.model.observations import POOLED
 from sweep.study.model.sampler import EXPLORE, model_sampler
 from sweep.study.search import memory, priors
 from sweep.study.search.priors import first_trials
@@ -286,6 +288,7 @@ def _loop(study, sim: Simulation, objective: Objective, space, budget: int, asks
     with the early-stop bound, tell."""
     driver = SearchDriver(study, objective, gpus_per_trial=sim.gpus)
     model = model_sampler(study.sampler)
+    screens: dict[str, TrialResult] = {}  # candidate key -> its screen, not yet pooled
     idle = n = 0
     while sim.reached is None and sim.starts < budget and idle < IDLE_LIMIT:
         if asks is not None and n >= asks:
@@ -304,7 +307,20 @@ def _loop(study, sim: Simulation, objective: Objective, space, budget: int, asks
             stop = EarlyStop(below=below, concurrency=level) if below else None
             proposal = model.proposals.get(trial.number) if model is not None else None
             screen = proposal is not None and proposal.screen
-            result = sim.launch(values, stop, runs=1 if screen else RUNS)
+            # in full after a screen: the runs it did not measure, its run pooled in (as the
+            # sweeper does, sweep.study.loop.screens)
+            earlier = None if screen else screens.pop(candidate.key, None)
+            if earlier is None:
+                result = sim.launch(values, stop, runs=1 if screen else RUNS, screen=screen)
+            else:
+                done = max(r.run for r in earlier.runs)
+                result = sim.launch(values, stop, runs=RUNS - done, first_run=done + 1)
+                if result.outcome in (Outcome.OK, Outcome.PRUNED):
+                    result = pooling.pool_screen(result, earlier, level)
+                    trial.set_user_attr(POOLED, earlier.number)
+            if screen and result.outcome is Outcome.PRUNED:
+                result.number = trial.number
+                screens[candidate.key] = result
             idle = 0
         else:
             result = TrialResult("t", "trial", Outcome.DUPLICATE, "sim", True, 1.0, dict(values))

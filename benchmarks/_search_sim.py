@@ -72,11 +72,18 @@ class Simulation:
         return rate / (1.0 + mean) * self.rng.gauss(1.0, SAMPLING_CV)
 
     def launch(
-        self, values: dict, early_stop: EarlyStop | None = None, runs: int = RUNS
+        self,
+        values: dict,
+        early_stop: EarlyStop | None = None,
+        runs: int = RUNS,
+        screen: bool = False,
+        first_run: int = 1,
     ) -> TrialResult:
-        """One launch; `runs` below RUNS screens it (search.sampler=model's opening): the runs
-        are measured, the result recorded as stopped early and marked `screened`."""
-        self.runs = runs
+        """One launch of `runs` runs per level, numbered from `first_run` (a full launch after a
+        screen measures the runs the screen did not, as sweep.study.loop.screens has the
+        harness do); `screen`: the model's one-run screening launch, recorded as stopped early
+        and marked `screened`."""
+        self.runs, self.first_run = runs, first_run
         tokens = launch_tokens(self.land.kind)
         outcome, kind, tok_s, startup, pool = self.land.oracle.point(values, tokens)
         self.starts += 1
@@ -100,7 +107,7 @@ class Simulation:
             seconds = self._multi(result, values)
         result.wall_s = startup + seconds
         self._acceptance(result, values, tokens)
-        if runs < RUNS and result.outcome is Outcome.OK:
+        if screen and result.outcome is Outcome.OK:
             result.outcome = Outcome.PRUNED
             result.warnings.append(SCREENED)
         self.gpu_hours += gpu_hours(result, self.gpus)
@@ -148,7 +155,7 @@ class Simulation:
         seconds = WARMUP * request_s
         self._noisy(tok_s, seconds)  # the warm-up: the drift wanders on
         runs: list[RunSummary] = []
-        for run in range(1, self.runs + 1):
+        for run in range(self.first_run, self.first_run + self.runs):
             seconds += REQUESTS * request_s
             value = self._noisy(tok_s, REQUESTS * request_s)
             runs.append(RunSummary(run, 1, REQUESTS, 0, 0, value, value, value, 0.1, None, None))
@@ -176,7 +183,7 @@ class Simulation:
         # each run recorded as the harness records it (the model reads how many runs a level had)
         result.runs += [
             RunSummary(r, c, requests, 0, tokens * requests, None, None, v, None, None, None)
-            for r, v in enumerate(values, start=1)
+            for r, v in enumerate(values, start=self.first_run)
         ]
         result.metrics[f"output_tok_s_c{c}"] = stat.mean
         if self.land.kind == "multi" and c > 1:  # SGLang's #running-req, as the harness records

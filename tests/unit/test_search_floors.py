@@ -14,6 +14,7 @@ from benchmarks._search_arms import BY_NAME, cheapest_within, effective_points, 
 from benchmarks._search_landscape import SETUPS, Landscape, Oracle
 from benchmarks._search_report import summarize_landscape
 from benchmarks._search_sim import Simulation
+from sweep.study.answer import pooling
 from sweep.study.search.space import SearchSpace
 
 BASE = OmegaConf.to_container(OmegaConf.load("conf/search/eagle3_five.yaml"), resolve=True)
@@ -25,10 +26,12 @@ class Recorder(Simulation):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.launched: list[tuple[dict, int]] = []
+        self.numbered: list[tuple[bool, int]] = []  # (screened, its first run's number)
 
-    def launch(self, values, early_stop=None, runs=5):
+    def launch(self, values, early_stop=None, runs=5, screen=False, first_run=1):
         self.launched.append((dict(values), runs))
-        return super().launch(values, early_stop, runs)
+        self.numbered.append((screen, first_run))
+        return super().launch(values, early_stop, runs, screen, first_run)
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +83,37 @@ def test_the_opening_floor_is_the_model_samplers_own_opening_then_the_answer(lan
         assert floor.reached is not None and model.reached is not None
         assert floor.reached[1] <= model.reached[1] + 1e-9
         assert floor.reached[1] > _run("clairvoyant", land, optimum, answer).reached[1]
+
+
+def test_a_screened_configuration_in_full_measures_the_runs_its_screen_did_not(
+    landscape, monkeypatch
+):
+    """As the sweeper does (sweep.study.loop.screens): the full launch runs benchmark.runs - 1
+    runs numbered after the screen's, and its record pools the screen's run."""
+    land, optimum, _ = landscape
+    pooled = []
+    pool = pooling.pool_screen
+
+    def recording(full, screen, level):
+        out = pool(full, screen, level)
+        pooled.append(([r.run for r in screen.runs], [r.run for r in out.runs]))
+        return out
+
+    monkeypatch.setattr(pooling, "pool_screen", recording)
+    relaunched = 0
+    for seed in range(6):
+        sim = _run("model", land, optimum, None, seed)
+        for i, ((values, runs), (screened, first)) in enumerate(
+            zip(sim.launched, sim.numbered, strict=True)
+        ):
+            if not screened or values not in [v for v, _ in sim.launched[i + 1 :]]:
+                continue
+            j = i + 1 + [v for v, _ in sim.launched[i + 1 :]].index(values)
+            assert (runs, first) == (1, 1)
+            assert sim.launched[j][1] == 4 and sim.numbered[j] == (False, 2)
+            relaunched += 1
+    assert relaunched and len(pooled) == relaunched
+    assert all(screen == [1] and full == [1, 2, 3, 4, 5] for screen, full in pooled)
 
 
 def test_a_floor_is_never_the_arm_a_search_is_judged_against():
