@@ -139,6 +139,15 @@ ARMS = (
         "does spends less",
         reference=True,
     ),
+    Arm(
+        "priors+clairvoyant",
+        "priors+clairvoyant",
+        "not a search, a floor: the priors as model+priors measures them (search.enqueue, and "
+        "enqueue_under_load under load: enqueued, in full), then the clairvoyant's launch; no "
+        "proposer that measures the priors in full spends less",
+        priors=True,
+        reference=True,
+    ),
 )
 BY_NAME = {a.name: a for a in ARMS}
 
@@ -244,13 +253,19 @@ def run_arm(
     budget: int,
     grid: list[dict],
     answer: dict | None = None,
+    asks: int | None = None,
 ) -> None:
-    """One search of `arm` on `sim` until it reached 2%, spent `budget` launches or ran dry;
-    the reference arms launch `answer` (`cheapest_within`), the second after the model's opening."""
+    """One search of `arm` on `sim` until it reached 2%, spent `budget` launches, ran dry or
+    was asked `asks` trials (None: no limit); the reference arms launch `answer`
+    (`cheapest_within`), after the model's opening or the priors where they are floors of
+    those."""
     if arm.reference:
         assert answer is not None, f"{arm.name} needs the landscape's cheapest answer"
         if arm.sampler == "opening+clairvoyant":
             run_arm(BY_NAME["model"], sim, search_cfg, seed, min(2, budget), grid)
+        if arm.sampler == "priors+clairvoyant":  # model+priors launches its priors first
+            n = len(first_trials(OmegaConf.create(search_cfg), objective_for(sim.land.kind)))
+            run_arm(BY_NAME["model+priors"], sim, search_cfg, seed, budget, grid, asks=n)
         if sim.reached is None:
             sim.launch(answer)
         return None
@@ -272,7 +287,6 @@ def run_arm(
     study = optuna.create_study(sampler=sampler, directions=objective.directions)
     if arm.priors:
         priors.enqueue(study, OmegaConf.create(search_cfg), objective, skip_if_exists=False)
-    asks = None
     if arm.sampler.startswith("grid"):
         order = (
             grid if arm.sampler == "grid-ordered" else random.Random(seed).sample(grid, len(grid))

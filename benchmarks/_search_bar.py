@@ -11,6 +11,11 @@ interval over members:
   what a user would pick instead;
 - `model+priors` / `model` at most 1.05: the priors never cost much where they do not help.
 
+A bar may name a floor of its arm: `priors+clairvoyant` (the priors measured as `model+priors`
+measures them, in full, then a clairvoyant's one launch) is the least any proposer that
+measures the priors in full can spend, so where `priors+clairvoyant` / `model` is above the
+limit no such proposer meets the bar; the table says so beside the bar's cell ("blocked").
+
 On each family part the model's worst decile (its 90th percentile of GPU-hours relative to the
 best other arm, `_search_report.summarize_set`) must not exceed random's, and on a part of
 memory-tight deployments every search of the model reaches 2% within the budget. A cell
@@ -36,6 +41,7 @@ class Bar:
     against: str
     limit: float
     single_only: bool = False  # read on single-stream landscapes only
+    floor: str | None = None  # the least `arm` can spend (a reference arm), read against `against`
 
     @property
     def name(self) -> str:
@@ -45,7 +51,7 @@ class Bar:
 BARS = (
     Bar("model", "opening+clairvoyant", 1.25),
     Bar("model", "tpe", 0.5, single_only=True),
-    Bar("model+priors", "model", 1.05),
+    Bar("model+priors", "model", 1.05, floor="priors+clairvoyant"),
 )
 MEMORY_TIGHT = "memory"  # a set whose name holds this is a memory-tight part
 
@@ -63,7 +69,14 @@ def landscape_ratios(label: str, runs: dict[str, list[Reached]]) -> dict[str, li
             continue
         gh = [[r and r[1] for r in runs[a]] for a in (bar.arm, bar.against)]
         out[bar.name] = list(bootstrap_ratio(*gh))
+        if bar.floor in runs:
+            floor = [r and r[1] for r in runs[bar.floor]]
+            out[_floor_name(bar)] = list(bootstrap_ratio(floor, gh[1]))
     return out
+
+
+def _floor_name(bar: Bar) -> str:
+    return f"{bar.floor} / {bar.against}"
 
 
 def _median_over_members(points: list[float], seed: int = 0) -> list[float]:
@@ -89,12 +102,24 @@ def rows(sets: dict) -> list[dict]:
                     value = land.get("bar", {}).get(bar.name)
                     if value is not None:
                         out.append(_row(land["landscape"], bar.name, value, bar.limit))
+                    floor = land.get("bar", {}).get(_floor_name(bar))
+                    if value is not None and floor is not None:
+                        out.append(_floor_row(land["landscape"], _floor_name(bar), floor, bar))
             continue
         for bar in BARS:
             points = [land["bar"][bar.name][0] for land in lands if bar.name in land.get("bar", {})]
             if points:
                 where = f"{name}: median of {len(points)}"
                 out.append(_row(where, bar.name, _median_over_members(points), bar.limit))
+            floors = [
+                land["bar"][_floor_name(bar)][0]
+                for land in lands
+                if bar.name in land.get("bar", {}) and _floor_name(bar) in land["bar"]
+            ]
+            if points and floors:
+                where = f"{name}: median of {len(floors)}"
+                floor = _median_over_members(floors)
+                out.append(_floor_row(where, _floor_name(bar), floor, bar))
         deciles = s["summary"].get("arm_vs_best_other", {})
         if "model" in deciles and "random" in deciles:
             model, rand = deciles["model"]["worst_decile"], deciles["random"]["worst_decile"]
@@ -133,6 +158,15 @@ def _row(where: str, bar: str, value: list[float], limit: float) -> dict:
     }
 
 
+def _floor_row(where: str, name: str, value: list[float], bar: Bar) -> dict:
+    """A bar's floor: "blocked" where even the floor is above the bar's limit (no proposer
+    that spends what the floor must can meet it), else "reachable"."""
+    row = _row(where, f"{name} (floor of {bar.arm})", value, bar.limit)
+    point = value[0]
+    row["status"] = "blocked" if not math.isnan(point) and point > bar.limit else "reachable"
+    return row
+
+
 def _fmt(v: float) -> str:
     if v is None or math.isnan(v):
         return "n/a"
@@ -150,5 +184,6 @@ def table(title: str, cells: list[dict]) -> Table:
     ):
         out.add_column(column, justify=justify)  # type: ignore[arg-type]
     for c in cells:
-        out.add_row(c["where"], c["bar"], c["value"], c["limit"], "yes" if c["meets"] else "NO")
+        meets = c.get("status") or ("yes" if c["meets"] else "NO")
+        out.add_row(c["where"], c["bar"], c["value"], c["limit"], meets)
     return out

@@ -5,9 +5,10 @@ per landscape set, specsweep against the strongest arm that is not specsweep.
 (ties: fewer median launches). specsweep+priors is compared with the best of every other arm
 (the priors included, since random+priors and tpe+priors are given them too); specsweep without
 priors with the best other arm without priors. A ratio above 1 means specsweep needed more.
-The reference arms (`clairvoyant`, `opening+clairvoyant`: floors that know the landscape, not
-searches) are never the best other arm; they are compared as specsweep without priors is, so
-their ratio is the least a search could read against the same opponent.
+The reference arms (`clairvoyant`, `opening+clairvoyant`, `priors+clairvoyant`: floors that
+know the landscape, not searches) are never the best other arm; they are compared as specsweep
+without priors is (`priors+clairvoyant` as specsweep with them), so their ratio is the least a
+search could read against the same opponent.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from benchmarks._search_stats import bootstrap_median, bootstrap_ratio, median, 
 Reached = tuple[int, float] | None  # (launches, GPU-hours) at 2%, None: censored
 # specsweep's arms and whether each is compared with the arms given the priors too
 OURS = (("specsweep+priors", True), ("specsweep", False), ("model+priors", True), ("model", False))
-# the reference arms (floors), compared as specsweep without priors is
-FLOORS = tuple((a.name, False) for a in ARMS if a.reference)
+# the reference arms (floors), compared as specsweep's arm with or without the priors is
+FLOORS = tuple((a.name, a.priors) for a in ARMS if a.reference)
 
 
 def summarize_landscape(label: str, optimum: float, runs: dict[str, list[Reached]]) -> dict:
@@ -196,11 +197,12 @@ def print_table(table: Table) -> None:
 def print_set(title: str, summary: dict) -> Table:
     table = set_table(title, summary)
     _console().print(table)
+    given = dict(OURS + FLOORS)  # each arm: compared with the arms given the priors too
     for ours in ("specsweep+priors", "specsweep", "model+priors", "model", *dict(FLOORS)):
         if ours in summary:
             v = summary[ours]
             print(
-                f"{ours} / best other arm{'' if ours.endswith('priors') else ' without priors'}"
+                f"{ours} / best other arm{'' if given[ours] else ' without priors'}"
                 f", GPU-h over {summary['landscapes']} landscapes: median {fmt(v['median'])}, "
                 f"worst decile {fmt(v['worst_decile'])}, best {fmt(v['best'])}, "
                 f"above 1x on {v['above_1']}"

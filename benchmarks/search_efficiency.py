@@ -86,7 +86,7 @@ DATAGEN_SPACE = {
     "hicache_size": {"type": "categorical", "choices": [0, 48]},
 }
 # --smoke: specsweep's sampler, the model, and every arm the bar reads (`_search_bar`)
-SMOKE_ARMS = "specsweep,model,model+priors,tpe,random,opening+clairvoyant"
+SMOKE_ARMS = "specsweep,model,model+priors,tpe,random,opening+clairvoyant,priors+clairvoyant"
 DATAGEN_PRIOR = {"mem_fraction_static": 0.85, "hicache_size": 0}  # where the seeds started
 
 # Filled before the worker processes fork (they inherit it): landscape -> (land, optimum, cfg)

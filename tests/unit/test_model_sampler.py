@@ -39,9 +39,9 @@ class Recorder(Simulation):
         super().__init__(*args, **kwargs)
         self.launched: list[dict] = []
 
-    def launch(self, values, early_stop=None, runs=5):
+    def launch(self, values, early_stop=None, runs=5, screen=False, first_run=1):
         self.launched.append(dict(values) | {"runs": runs})
-        return super().launch(values, early_stop, runs)
+        return super().launch(values, early_stop, runs, screen, first_run)
 
 
 def _search(optimum: float, seed: int = 0, budget: int = 60, arm: str = "model"):

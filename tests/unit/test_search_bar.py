@@ -49,3 +49,23 @@ def test_a_family_part_reads_the_median_of_its_members_and_its_reach():
     assert by[("family-memory: worst decile", "model vs random (x best other)")]["meets"]
     reach = by[("family-memory: every search", "model reaches 2% within the budget")]
     assert reach["value"] == "10/12" and not reach["meets"]
+
+
+def test_a_bar_whose_floor_is_above_its_limit_is_blocked_for_every_proposer():
+    both = {
+        "model": [(1, 2.0)] * 3,
+        "model+priors": [(1, 3.0)] * 3,
+        "priors+clairvoyant": [(1, 2.8)] * 3,  # the priors alone cost 1.4x the model's search
+    }
+    ratios = _search_bar.landscape_ratios("box multi", both)
+    assert ratios["model+priors / model"][0] == 1.5
+    assert ratios["priors+clairvoyant / model"][0] == 1.4
+    lands = [{"landscape": "box multi", "bar": ratios}]
+    cells = {c["bar"]: c for c in _search_bar.rows({"profiles": {"landscapes": lands}})}
+    assert not cells["model+priors / model"]["meets"]
+    floor = cells["priors+clairvoyant / model (floor of model+priors)"]
+    assert floor["status"] == "blocked"
+    cheap = {**both, "priors+clairvoyant": [(1, 1.9)] * 3}
+    lands = [{"landscape": "box multi", "bar": _search_bar.landscape_ratios("box multi", cheap)}]
+    cells = {c["bar"]: c for c in _search_bar.rows({"profiles": {"landscapes": lands}})}
+    assert cells["priors+clairvoyant / model (floor of model+priors)"]["status"] == "reachable"

@@ -85,6 +85,20 @@ def test_the_opening_floor_is_the_model_samplers_own_opening_then_the_answer(lan
         assert floor.reached[1] > _run("clairvoyant", land, optimum, answer).reached[1]
 
 
+def test_the_priors_floor_is_the_priors_in_full_then_the_answer(landscape):
+    land, optimum, points = landscape
+    answer = cheapest_within(land, optimum, points)
+    for seed in (0, 3):
+        floor = _run("priors+clairvoyant", land, optimum, answer, seed)
+        with_priors = _run("model+priors", land, optimum, answer, seed)
+        prior, runs = floor.launched[0]
+        assert (prior["speculative_num_steps"], prior["speculative_eagle_topk"], runs) == (3, 1, 5)
+        assert floor.launched[0] == with_priors.launched[0]  # as model+priors launches it
+        assert floor.launched[1:] == [(answer, 5)]
+        assert floor.reached is not None and with_priors.reached is not None
+        assert floor.reached[1] <= with_priors.reached[1] + 1e-9
+
+
 def test_a_screened_configuration_in_full_measures_the_runs_its_screen_did_not(
     landscape, monkeypatch
 ):
