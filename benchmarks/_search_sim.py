@@ -62,6 +62,7 @@ class Simulation:
         self.gpus = land.oracle.setup.tp
         self.starts, self.gpu_hours = 0, 0.0
         self.reached: tuple[int, float] | None = None
+        self.screened: list[dict] = []  # the values of each screening launch that measured
         self._drift: Drift | None = None
 
     def _noisy(self, rate: float, seconds: float) -> float:
@@ -110,6 +111,7 @@ class Simulation:
         if screen and result.outcome is Outcome.OK:
             result.outcome = Outcome.PRUNED
             result.warnings.append(SCREENED)
+            self.screened.append(dict(values))
         self.gpu_hours += gpu_hours(result, self.gpus)
         true = self.land.true_value(values)
         ok = result.outcome is Outcome.OK

@@ -15,7 +15,7 @@ from benchmarks._search_landscape import SETUPS, Landscape, Oracle
 from benchmarks._search_report import summarize_landscape
 from benchmarks._search_sim import Simulation
 from sweep.study.answer import pooling
-from sweep.study.search.space import SearchSpace
+from sweep.study.search.space import TOPK, SearchSpace
 
 BASE = OmegaConf.to_container(OmegaConf.load("conf/search/eagle3_five.yaml"), resolve=True)
 SPACE = SearchSpace.from_config(OmegaConf.create(BASE["space"]))
@@ -83,6 +83,27 @@ def test_the_opening_floor_is_the_model_samplers_own_opening_then_the_answer(lan
         assert floor.reached is not None and model.reached is not None
         assert floor.reached[1] <= model.reached[1] + 1e-9
         assert floor.reached[1] > _run("clairvoyant", land, optimum, answer).reached[1]
+
+
+def test_the_opening_floor_finishes_a_screened_chain_where_that_costs_less(landscape):
+    """Judged against the longest chain's own value, the opening's 5/1/6 is within 2%: its
+    screen finished in full (the four runs left, no second warm-up of a fresh answer) is the
+    cheapest way on, and the floor takes it over a costlier answer."""
+    land, _, points = landscape
+    chain = next(p for p in points if p["speculative_num_steps"] == 5 and p.get(TOPK) == 1)
+    optimum = land.true_value(chain)
+    costlier = max(
+        (p for p in points if (land.true_value(p) or 0) >= 0.98 * optimum),
+        key=lambda p: _cost(land, optimum, p),
+    )
+    floor = _run("opening+clairvoyant", land, optimum, costlier)
+    opening = floor.launched[0][0]
+    assert (opening["speculative_num_steps"], opening[TOPK]) == (5, 1)
+    assert floor.launched[0][1] == 1 and floor.numbered[0] == (True, 1)
+    assert floor.launched[2] == (opening, 4) and floor.numbered[2] == (False, 2)
+    assert floor.reached is not None and floor.reached[0] == 3
+    model = _run("model", land, optimum, None)
+    assert model.reached is not None and floor.reached[1] <= model.reached[1] + 1e-9
 
 
 def test_the_priors_floor_is_the_priors_in_full_then_the_answer(landscape):
