@@ -213,6 +213,15 @@ def _base(name: str, seed: int):
     raise ValueError(f"unknown sampler {name!r}")
 
 
+def _price(land: Landscape, optimum: float, values: dict, first_run: int = 1) -> float:
+    """What a full launch of `values` costs to reach 2% (infinite where it does not), its runs
+    from `first_run` on (after a screen of it: the rest); the price does not depend on the
+    noise."""
+    sim = Simulation(land, optimum, random.Random(0))
+    sim.launch(values, runs=RUNS - first_run + 1, first_run=first_run)
+    return sim.gpu_hours if sim.reached is not None else float("inf")
+
+
 def cheapest_within(
     land: Landscape, optimum: float, points: list[dict], prefer: dict | None = None
 ) -> dict:
@@ -237,22 +246,11 @@ def cheapest_within(
         rates = tuple(land.oracle.multi(values).items()) if land.kind == "multi" else true
         key = (startup, rates)
         if key not in priced:
-            sim = Simulation(land, optimum, random.Random(0))
-            sim.launch(values)
-            priced[key] = sim.gpu_hours if sim.reached is not None else float("inf")
+            priced[key] = _price(land, optimum, values)
         if priced[key] < cost:
             best, cost = values, priced[key]
     assert best is not None, "the optimum itself is within 2%"
     return best
-
-
-def _price(land: Landscape, optimum: float, values: dict, first_run: int = 1) -> float:
-    """What a full launch of `values` costs to reach 2% (infinite where it does not), its runs
-    from `first_run` on (after a screen of it: the rest); the price does not depend on the
-    noise."""
-    sim = Simulation(land, optimum, random.Random(0))
-    sim.launch(values, runs=RUNS - first_run + 1, first_run=first_run)
-    return sim.gpu_hours if sim.reached is not None else float("inf")
 
 
 def _cheapest_after(sim: Simulation, answer: dict) -> None:
