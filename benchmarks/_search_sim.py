@@ -15,6 +15,14 @@ What a launch measures is the landscape's true value with the simulator's own ru
   prompts, 3/1/4 and 3/4/12 on the PCIe box, 3/1/4 on H200. SAMPLING_CV = 0.03, drawn per run.
   (On the served simulator the prompts of run r are the same in every trial, so part of this is
   common to every trial of a study; drawing it per trial is the noisier reading of it.)
+  It is the run's acceptance: the same spread is in the run's accept length, and the step
+  time (accept length / speed) hardly moves. 12 runs of the instant engine without drift
+  (the bundled prompts, 3 x 2048 tokens): speed / accept length / step time spread by
+  4.9% / 4.9% / 0.17% on H100 5/1/6, 3.4% / 3.4% / 0.16% on H100 5/4/16, 2.4% / 2.4% / 0.16%
+  on PCIe 3/1/4, 2.2% / 2.2% / 0.04% on H200 3/4/12
+  (tests/sim/test_run_spread.py holds that relation). So a run's draw scales its speed and its
+  accept length together, and the launch's histogram by the runs' mean of it: the step time a
+  launch measures carries the drift, not the sampling.
 
 The old benchmark drew 1% per run and no drift. `--drift 0.10` is the sensitivity row: runs of a
 minute then spread by about 6.5% (the OU mean over 68 s at 20 s correlation is 0.65 sigma), about
@@ -65,12 +73,17 @@ class Simulation:
         self.screened: list[dict] = []  # the values of each screening launch that measured
         self._drift: Drift | None = None
 
-    def _noisy(self, rate: float, seconds: float) -> float:
-        """What one run of `seconds` measures of a true `rate` on this launch's server."""
+    def _noisy(self, rate: float, seconds: float, c: int | None = None) -> float:
+        """What one run of `seconds` at level `c` measures of a true `rate` on this launch's
+        server: the drift over the run, times the run's acceptance draw (kept per level in
+        `_accepted`: it moves the level's accept length too; None: a warm-up, not kept)."""
         assert self._drift is not None
         steps = max(1, round(seconds / DRIFT_STEP_S))
         mean = sum(self._drift.wander(seconds / steps) for _ in range(steps)) / steps
-        return rate / (1.0 + mean) * self.rng.gauss(1.0, SAMPLING_CV)
+        accepted = self.rng.gauss(1.0, SAMPLING_CV)
+        if c is not None:
+            self._accepted.setdefault(c, []).append(accepted)
+        return rate / (1.0 + mean) * accepted
 
     def launch(
         self,
@@ -89,6 +102,7 @@ class Simulation:
         outcome, kind, tok_s, startup, pool = self.land.oracle.point(values, tokens)
         self.starts += 1
         self._drift = Drift(self.drift_sigma, self.rng.randrange(2**31))
+        self._accepted: dict[int, list[float]] = {}  # per level: each run's acceptance draw
         result = TrialResult("t", "trial", Outcome.OK, "sim", True, 1.0, dict(values))
         result.startup_s = result.startup_wall_s = startup
         if outcome == "oom":
@@ -135,11 +149,19 @@ class Simulation:
         )
         tau = 1 + sum(true)
         for c in levels:
-            steps = max(1, round(result.metrics.pop(f"_tokens_c{c}") / tau))
+            draws = self._accepted.get(c) or [1.0]
+            # the runs' acceptance: tau times their mean draw, P(>=k) scaled alike (at most 1)
+            scale = (tau * sum(draws) / len(draws) - 1) / (tau - 1) if tau > 1 else 1.0
+            level = [min(1.0, p * scale) for p in true]
+            for run in result.runs:
+                if run.concurrency == c:
+                    run.accept_len = tau * draws[(run.run - self.first_run) % len(draws)]
+                    run.accept_len_source = "server"
+            steps = max(1, round(result.metrics.pop(f"_tokens_c{c}") / (1 + sum(level))))
             measured, reach = [], steps
-            for k, p in enumerate(true):
-                cond = p / (true[k - 1] if k else 1.0)
-                reach = self._binomial(reach, cond)
+            for k, p in enumerate(level):
+                cond = p / (level[k - 1] if k else 1.0) if p else 0.0
+                reach = self._binomial(reach, min(1.0, cond))
                 measured.append(reach / steps)
             hist = StepHistogram(c, measured, steps, source="server")
             result.step_histograms.append(hist)
@@ -159,7 +181,7 @@ class Simulation:
         runs: list[RunSummary] = []
         for run in range(self.first_run, self.first_run + self.runs):
             seconds += REQUESTS * request_s
-            value = self._noisy(tok_s, REQUESTS * request_s)
+            value = self._noisy(tok_s, REQUESTS * request_s, 1)
             runs.append(RunSummary(run, 1, REQUESTS, 0, 0, value, value, value, 0.1, None, None))
             if early_stop and early_stop.should_stop(runs):
                 result.outcome = Outcome.PRUNED
@@ -180,7 +202,7 @@ class Simulation:
         assert rate is not None
         tokens = DATAGEN_TOKENS if self.land.kind == "datagen" else MULTI_TOKENS
         run_s = requests * tokens / rate  # rate: all streams' tok/s
-        values = [self._noisy(rate, run_s) for _ in range(self.runs)]
+        values = [self._noisy(rate, run_s, c) for _ in range(self.runs)]
         stat = summarize(values)
         # each run recorded as the harness records it (the model reads how many runs a level had)
         result.runs += [
