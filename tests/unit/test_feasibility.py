@@ -193,7 +193,7 @@ def test_the_memory_mode_follows_the_objectives_levels():
 
 def test_an_oom_of_a_smaller_launch_of_the_same_kind_is_not_checked_again():
     # A tree at least as large in every memory term as a tree that ran out (draft tokens, steps
-    # x topk branches, graph batch, HiCache) runs out too: predicted, not launched to check. A
+    # x topk branches, graph batch) runs out too: predicted, not launched to check. A
     # chain's OOM still says nothing sure of a tree (another attention backend, other kernels).
     study = optuna.create_study(directions=["maximize"])
     driver = SearchDriver(study, Objective("tok_s", 64))
@@ -209,3 +209,22 @@ def test_an_oom_of_a_smaller_launch_of_the_same_kind_is_not_checked_again():
     told(chain, chain_driver, values(steps=5, topk=1, draft=6, mem=0.92), Outcome.OOM, "gpu")
     tree = candidate_for(server(values(steps=5, topk=2, draft=8, mem=0.92)), "ctx")
     assert chain_driver.verdict(tree).action == "recheck"
+
+
+def test_a_gpu_oom_stands_for_every_hicache_size():
+    """HiCache's tier is host memory (SGLang 0.5.23 pins its pool on the host): a GPU OOM with
+    HiCache off is the same OOM with HiCache on, and the other way round, so neither is launched
+    to check it; a start with HiCache on says the group fits there with it off."""
+    study = optuna.create_study(directions=["maximize"])
+    driver = SearchDriver(study, Objective("throughput", 64))
+    told(study, driver, values(steps=2, topk=1, draft=3, mem=0.91), Outcome.OOM, "gpu")
+    with_hicache = candidate_for(
+        server(values(steps=2, topk=1, draft=3, mem=0.91, hicache=48)), "ctx"
+    )
+    verdict = driver.verdict(with_hicache)
+    assert (verdict.action, verdict.source.number) == ("predicted_oom", 0)
+    told(study, driver, values(steps=1, topk=1, draft=2, mem=0.90, hicache=48), Outcome.OK)
+    off = Feasibility(study.get_trials()).boundary(
+        candidate_for(server(values(1, 1, 2, 0.5)), "ctx")
+    )
+    assert (off.fits, off.fits_direct) == (0.90, True)

@@ -4,7 +4,7 @@ SGLang reserves `mem_fraction_static` of each GPU for weights and the KV pool; w
 hold the activations and the CUDA graphs, which grow with the draft tokens verified per request
 and the captured batch size. So, for one setup (model, drafter, hardware, CUDA graphs on/off,
 running-request cap), the outcome of a start-up is monotone in the fraction within a *group*
-(the draft tokens, the CUDA-graph batch and the HiCache size): a GPU OOM at `m` repeats at every
+(the draft tokens and the CUDA-graph batch): a GPU OOM at `m` repeats at every
 fraction >= `m`, a start at `m` succeeds at every fraction <= `m` (down to the KV-pool floor:
 "not enough memory" repeats at every fraction <= its own). The boundary of a group is bracketed by
 its largest success and its smallest GPU OOM.
@@ -18,6 +18,14 @@ predicted OOM that rests on it alone is launched once per group to check (`reche
 the group has its own evidence. An OOM of a launch of the same kind (chain or tree) that `c`
 is at least as large as in every term (draft tokens, steps x topk branches, graph batch, HiCache)
 counts as direct: nothing is left to check.
+
+HiCache is not in the group: its tier is host memory, not GPU memory beyond the pool. In SGLang
+0.5.23 the host pool is allocated on the host, pinned (`mem_cache/pool_host/mha.py` and `mla.py`,
+`alloc_func(..., device=self.device, pin_memory=...)` with the host device); on the GPU it adds
+one pointer per layer (`k_device_ptrs`), and `arg_groups/hicache_hook.py::handle_hicache` leaves
+the fraction alone. So a GPU OOM at `m` with HiCache off is the same OOM with any HiCache size,
+and the other way round (the simulator plans it so too: harness/sim/model/perf_model.py, host RAM
+only). Where HiCache fails is the host (`host` OOMs, `candidates.predicts_oom`).
 """
 
 from __future__ import annotations
@@ -67,8 +75,9 @@ class Prediction:
 
 
 def group_of(c: Candidate) -> tuple:
-    """The fields that decide how much GPU memory beyond the static pool a start-up needs."""
-    return (c.draft_tokens, c.cuda_graph_max_bs, c.hicache_size)
+    """The fields that decide how much GPU memory beyond the static pool a start-up needs (not
+    HiCache: the module docstring)."""
+    return (c.draft_tokens, c.cuda_graph_max_bs)
 
 
 def same_setup(a: Candidate, b: Candidate) -> bool:
@@ -94,13 +103,13 @@ def _needs_at_least(a: Candidate, b: Candidate) -> bool:
 def _larger_in_every_term(a: Candidate, b: Candidate) -> bool:
     """Is `a` at least as large as `b` in every term its start-up's memory beyond the pool grows
     with (the draft tokens verified per request, the draft branches steps x topk, the CUDA-graph
-    batch, the HiCache size), and of the same kind, both chains or both trees (SGLang picks the
+    batch), and of the same kind, both chains or both trees (SGLang picks the
     attention backend, and with it the kernels' workspace, from the topk:
     `harness/sglang/attention.py`)? Then `b`'s GPU OOM at `m` is `a`'s too, and checking it by a
     launch only spends one (on a memory-tight card such rechecks were a third of a search)."""
     same_kind = ((a.topk or 1) > 1) == ((b.topk or 1) > 1)
     branches = (a.steps or 0) * (a.topk or 1) >= (b.steps or 0) * (b.topk or 1)
-    return same_kind and branches and _needs_at_least(a, b) and a.hicache_size >= b.hicache_size
+    return same_kind and branches and _needs_at_least(a, b)
 
 
 class Feasibility:
