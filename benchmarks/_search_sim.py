@@ -12,9 +12,13 @@ What a launch measures is the landscape's true value with the simulator's own ru
 - sampling: with drift off, the simulator's runs of 3 requests x 2048 tokens still spread by
   2.1-3.2% (acceptance sampled token by token, and each prompt's acceptance factor, 0.9-1.1 in
   `harness/sim/intake.py`): measured with `oracle.modelled_load` over 12 runs of the bundled
-  prompts, 3/1/4 and 3/4/12 on the PCIe box, 3/1/4 on H200. SAMPLING_CV = 0.03, drawn per run.
-  (On the served simulator the prompts of run r are the same in every trial, so part of this is
-  common to every trial of a study; drawing it per trial is the noisier reading of it.)
+  prompts, 3/1/4 and 3/4/12 on the PCIe box, 3/1/4 on H200. SAMPLING_CV = 0.03.
+  Most of it is the prompts, and run r sends the same prompts in every trial of a study
+  (`harness.measure.prompt_plan`): 8 runs of the instant engine, the same 3 prompts under 8
+  seeds, spread by 1.2% (H100 5/1/6) and 1.0% (PCIe 3/1/4) in accept length; 8 runs of other
+  prompts under one seed by 6.2% and 3.3%. So a run's draw is its prompts' factor, drawn once
+  per search for each level and run number and shared by every trial (PROMPT_CV), times the
+  token sampling's, drawn per trial (TOKEN_CV = 0.01), the two making SAMPLING_CV.
   It is the run's acceptance: the same spread is in the run's accept length, and the step
   time (accept length / speed) hardly moves. 12 runs of the instant engine without drift
   (the bundled prompts, 3 x 2048 tokens): speed / accept length / step time spread by
@@ -51,6 +55,8 @@ from sweep.study.loop.budget import gpu_hours
 from sweep.study.model.observations import SCREENED
 
 SAMPLING_CV = 0.03
+TOKEN_CV = 0.01  # the token sampling's share, drawn per trial; the rest is the prompts'
+PROMPT_CV = (SAMPLING_CV**2 - TOKEN_CV**2) ** 0.5
 DRIFT_STEP_S = 2.0  # the OU process is exact at any step; 2 s resolves its 20 s correlation
 
 
@@ -71,17 +77,22 @@ class Simulation:
         self.starts, self.gpu_hours = 0, 0.0
         self.reached: tuple[int, float] | None = None
         self.screened: list[dict] = []  # the values of each screening launch that measured
+        self.prompt_seed = rng.randrange(2**31)  # the search's prompts: run r's in every trial
         self._drift: Drift | None = None
 
-    def _noisy(self, rate: float, seconds: float, c: int | None = None) -> float:
-        """What one run of `seconds` at level `c` measures of a true `rate` on this launch's
-        server: the drift over the run, times the run's acceptance draw (kept per level in
+    def _noisy(
+        self, rate: float, seconds: float, c: int | None = None, run: int | None = None
+    ) -> float:
+        """What run `run` of `seconds` at level `c` measures of a true `rate` on this launch's
+        server: the drift over the run, times the run's acceptance (its prompts' factor, the same
+        in every trial of the search, and this trial's token sampling; kept per level in
         `_accepted`: it moves the level's accept length too; None: a warm-up, not kept)."""
         assert self._drift is not None
         steps = max(1, round(seconds / DRIFT_STEP_S))
         mean = sum(self._drift.wander(seconds / steps) for _ in range(steps)) / steps
-        accepted = self.rng.gauss(1.0, SAMPLING_CV)
-        if c is not None:
+        accepted = self.rng.gauss(1.0, TOKEN_CV)
+        if c is not None and run is not None:
+            accepted *= random.Random(f"{self.prompt_seed}:{c}:{run}").gauss(1.0, PROMPT_CV)
             self._accepted.setdefault(c, []).append(accepted)
         return rate / (1.0 + mean) * accepted
 
@@ -181,7 +192,7 @@ class Simulation:
         runs: list[RunSummary] = []
         for run in range(self.first_run, self.first_run + self.runs):
             seconds += REQUESTS * request_s
-            value = self._noisy(tok_s, REQUESTS * request_s, 1)
+            value = self._noisy(tok_s, REQUESTS * request_s, 1, run)
             runs.append(RunSummary(run, 1, REQUESTS, 0, 0, value, value, value, 0.1, None, None))
             if early_stop and early_stop.should_stop(runs):
                 result.outcome = Outcome.PRUNED
@@ -202,7 +213,8 @@ class Simulation:
         assert rate is not None
         tokens = DATAGEN_TOKENS if self.land.kind == "datagen" else MULTI_TOKENS
         run_s = requests * tokens / rate  # rate: all streams' tok/s
-        values = [self._noisy(rate, run_s, c) for _ in range(self.runs)]
+        first = self.first_run
+        values = [self._noisy(rate, run_s, c, r) for r in range(first, first + self.runs)]
         stat = summarize(values)
         # each run recorded as the harness records it (the model reads how many runs a level had)
         result.runs += [

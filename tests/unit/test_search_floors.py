@@ -6,6 +6,7 @@ model sampler does) can spend, and are never the "best other arm" a search is ju
 from __future__ import annotations
 
 import random
+import statistics
 
 import pytest
 from omegaconf import OmegaConf
@@ -166,3 +167,23 @@ def test_a_floor_is_never_the_arm_a_search_is_judged_against():
         "ci95": (pytest.approx(0.25), pytest.approx(0.25)),
     }
     assert verdict["opening+clairvoyant"]["gpu_hours_ratio"] == pytest.approx(0.5)
+
+
+def test_run_r_sends_the_same_prompts_in_every_trial_of_a_search(landscape):
+    """The harness sends run r's prompts in every trial (harness.measure.prompt_plan), and most
+    of a run's acceptance spread is its prompts': two configurations' run r read their true
+    accept lengths off by one factor, give or take the token sampling (1% each), where one
+    launch's runs differ by the prompts' 2.8%. Another search has other prompts."""
+    land, optimum, points = landscape
+    chain, tree = [p for p in points if p["speculative_num_steps"] == 5][:2]
+
+    def factors(sim: Simulation, values: dict) -> list[float]:
+        tau = 1 + sum(land.oracle.at_least(values, 2048))
+        return [r.accept_len / tau for r in sim.launch(values, runs=20).runs]
+
+    sim = Simulation(land, optimum, random.Random(3), drift_sigma=0.0)
+    a, b = factors(sim, chain), factors(sim, tree)
+    paired = statistics.stdev(x / y for x, y in zip(a, b, strict=True))
+    assert paired < 0.02 < statistics.stdev(a)  # about 1.4% against about 2.8%
+    other = factors(Simulation(land, optimum, random.Random(4), drift_sigma=0.0), chain)
+    assert statistics.stdev(x / y for x, y in zip(a, other, strict=True)) > 0.02
