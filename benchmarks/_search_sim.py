@@ -69,15 +69,23 @@ class Simulation:
     """One search on one landscape; tracks when a launch first came within 2% of the optimum."""
 
     def __init__(
-        self, land: Landscape, optimum: float, rng: random.Random, drift_sigma: float = DRIFT_SIGMA
+        self,
+        land: Landscape,
+        optimum: float,
+        rng: random.Random,
+        drift_sigma: float = DRIFT_SIGMA,
+        prompt_seed: int | None = None,
     ):
+        # prompt_seed: the search's prompts (None: drawn from rng), for a search that spans
+        # several Simulations
         self.land, self.optimum, self.rng = land, optimum, rng
         self.drift_sigma = drift_sigma
         self.gpus = land.oracle.setup.tp
         self.starts, self.gpu_hours = 0, 0.0
         self.reached: tuple[int, float] | None = None
         self.screened: list[dict] = []  # the values of each screening launch that measured
-        self.prompt_seed = rng.randrange(2**31)  # the search's prompts: run r's in every trial
+        # the search's prompts: run r's in every trial
+        self.prompt_seed = rng.randrange(2**31) if prompt_seed is None else prompt_seed
         self._drift: Drift | None = None
 
     def _noisy(

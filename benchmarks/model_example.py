@@ -72,7 +72,8 @@ def main() -> None:
         )
     predictions = None
     for launch in range(1, args.launches + 1):  # one launch per loop: a fresh server each
-        sim = Simulation(land, float("inf"), random.Random(args.seed * 100 + launch))
+        rng = random.Random(args.seed * 100 + launch)
+        sim = Simulation(land, float("inf"), rng, prompt_seed=args.seed)  # one search's prompts
         _loop(study, sim, objective, space, 1, None)
         if not sim.starts:
             print("\nthe model's stopping rule ends the search here")
