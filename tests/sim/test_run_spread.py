@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 
-from tests.sim._engine import engine
+from tests.sim._engine import collect, engine
 
 SPECULATIVE = (
     "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/drafter",
@@ -21,27 +21,26 @@ def _runs(runs: int, requests: int, tokens: int) -> list[tuple[float, float]]:
     e = engine(*SPECULATIVE)
     out = []
 
+    def accepted() -> tuple[int, int]:  # (accepted tokens, verify steps) so far
+        c = e.counters
+        return (
+            c.spec_accept_tokens + c.pending_accept_tokens,
+            c.spec_forward_ct + c.pending_forward_ct,
+        )
+
     async def drive() -> None:
         loop = asyncio.create_task(e.run())
         for r in range(runs):
-            before = (e.counters.spec_accept_tokens + e.counters.pending_accept_tokens,
-                      e.counters.spec_forward_ct + e.counters.pending_forward_ct)  # fmt: skip
-            decoded = seconds = 0.0
+            before, decoded, seconds = accepted(), 0, 0.0
             for i in range(requests):
-                request = e.new_request(f"Prove it, case {r}.{i}. " * 20, tokens, thinking=True,
-                                        ignore_eos=True)  # fmt: skip
+                prompt = f"Prove it, case {r}.{i}. " * 20
+                request = e.new_request(prompt, tokens, thinking=True, ignore_eos=True)
                 e.submit(request)
-                first = None
-                while True:
-                    chunk = await request.queue.get()
-                    first = chunk.at if first is None else first
-                    if chunk.finish_reason is not None:
-                        decoded += request.generated - 1
-                        seconds += chunk.at - first
-                        break
-            accepted = e.counters.spec_accept_tokens + e.counters.pending_accept_tokens
-            steps = e.counters.spec_forward_ct + e.counters.pending_forward_ct
-            out.append((decoded / seconds, (accepted - before[0]) / (steps - before[1])))
+                times = await collect(request)
+                decoded += request.generated - 1
+                seconds += times[-1] - times[0]
+            after = accepted()
+            out.append((decoded / seconds, (after[0] - before[0]) / (after[1] - before[1])))
         loop.cancel()
 
     asyncio.run(drive())
