@@ -16,7 +16,7 @@ least as much succeeding at `m` says this one fits. Indirect evidence rests on t
 being right about which group needs more (it ignores the draft tree's shape, for one), so a
 predicted OOM that rests on it alone is launched once per group to check (`recheck`); after that
 the group has its own evidence. An OOM of a launch of the same kind (chain or tree) that `c`
-is at least as large as in every term (draft tokens, steps x topk branches, graph batch, HiCache)
+is at least as large as in every term (draft tokens, steps x topk branches, graph batch)
 counts as direct: nothing is left to check.
 
 HiCache is not in the group: its tier is host memory, not GPU memory beyond the pool. In SGLang
