@@ -20,8 +20,10 @@ forecasts' medians, the median of where the truth falls in the draws (its percen
 centred, under 2.5 or over 97.5 outside the 95% band) and how many 95% bands hold it. A second
 table sets the cost part's terms after the opening (the posterior mean of c0 + c1 steps + c2 steps
 x topk + c3 (draft - 1), sweep.study.model.cost; the median over seeds) beside the simulator's
-(least squares over every configuration's noise-free step). SIMULATED:
-it shows what two chains tell the model about one model of the hardware, not the hardware.
+(least squares over every configuration's noise-free step). A third sets each screened chain's
+step (tau / speed of its one run) against the truth beside the relative standard error the cost
+fit weighs it with (a screen has no interval of its own: the run noise). SIMULATED: it shows
+what two chains tell the model about one model of the hardware, not the hardware.
 
     python benchmarks/opening_forecast.py [--seeds 20] [--setups h100_sxm,h200_nvlink,...]
     python benchmarks/opening_forecast.py --smoke   # CI: one box, two seeds
@@ -129,10 +131,10 @@ def one_opening(name: str, seed: int, space: SearchSpace) -> dict:
         "best chain": max(chains, key=true_speed.__getitem__),
         "next proposal": proposal.config,
     }
-    rows = {}
+    forecasts = {}
     for role, config in roles.items():
         draws, true = forecast(state, config), truth(land, config)
-        rows[role] = {"configuration": config.label(), "true": true} | {
+        forecasts[role] = {"configuration": config.label(), "true": true} | {
             part: {
                 "median": float(np.median(draws[part])),
                 "low": float(np.percentile(draws[part], 2.5)),
@@ -141,18 +143,38 @@ def one_opening(name: str, seed: int, space: SearchSpace) -> dict:
             }
             for part in PARTS
         }
-    terms = state.predictor.cost[1].coefficients(DRAWS).mean(axis=0)[: len(TERMS)]
-    rows["terms_ms"] = [float(1000 * c) for c in terms]
-    rows["next proposal"]["screen"] = proposal.screen
-    rows["next proposal"]["of_optimum"] = true_speed[proposal.config] / max(true_speed.values())
-    return rows
+    forecasts["next proposal"]["screen"] = proposal.screen
+    forecasts["next proposal"]["of_optimum"] = true_speed[proposal.config] / max(
+        true_speed.values()
+    )
+    predictor = state.predictor
+    terms = predictor.cost[1].coefficients(DRAWS).mean(axis=0)[: len(TERMS)]
+    # each screened chain's step (tau / speed of its one run) against the truth, and the relative
+    # standard error the cost fit weighs it with (a screen has no interval: the run noise)
+    screened = [
+        {
+            "configuration": Config(o.shape).label(),
+            "off_by": o.levels[1].tau
+            / o.levels[1].decode
+            / truth(land, Config(o.shape))["step_ms"]
+            * 1000
+            - 1,
+            "weighed_as": predictor.noise,
+        }
+        for o in predictor.observations
+    ]
+    return {
+        "forecasts": forecasts,
+        "terms_ms": [float(1000 * c) for c in terms],
+        "screened_steps": screened,
+    }
 
 
 def summarize(name: str, seeds: list[dict]) -> list[dict]:
     """One row per role over the seeds (the next proposal's configuration: the most common)."""
     out = []
-    for role in (r for r in seeds[0] if r != "terms_ms"):
-        rows = [s[role] for s in seeds]
+    for role in seeds[0]["forecasts"]:
+        rows = [s["forecasts"][role] for s in seeds]
         labels = Counter(r["configuration"] for r in rows)
         label, n = labels.most_common(1)[0]
         summary = {"box": name, "role": role, "configuration": label, "share": n / len(rows)}
@@ -211,6 +233,23 @@ def terms_table(terms: dict[str, dict], seeds: int) -> Table:
     return t
 
 
+def screens_table(screens: dict[str, dict], seeds: int) -> Table:
+    t = Table(
+        title=f"SIMULATED: the opening's screened steps against the truth, {seeds} seeds, and the "
+        "relative standard error the cost fit weighs them with"
+    )
+    t.add_column("box")
+    t.add_column("step measured / true - 1: RMS [90th percentile of |x|]", justify="right")
+    t.add_column("weighed as (median)", justify="right")
+    for box, row in screens.items():
+        t.add_row(
+            box,
+            f"{100 * row['rms']:.2f}% [{100 * row['p90']:.2f}%]",
+            f"{100 * row['weighed_as']:.1f}%",
+        )
+    return t
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
@@ -231,7 +270,7 @@ def main() -> None:
         " one run each), then its forecasts against the simulator's noise-free values"
     )
     report: dict = {"seeds": args.seeds, "memory": MEMORY, "boxes": {}}
-    summaries, terms = [], {}
+    summaries, terms, screens = [], {}, {}
     for name in args.setups.split(","):
         seeds = [one_opening(name, seed, space) for seed in range(args.seeds)]
         report["boxes"][name] = seeds
@@ -239,17 +278,30 @@ def main() -> None:
         simulator, misfit = true_terms(Landscape("single", Oracle(SETUPS[name])), space)
         model = [statistics.median(s["terms_ms"][i] for s in seeds) for i in range(len(TERMS))]
         terms[name] = {"model": model, "simulator": simulator, "misfit": misfit}
+        off = [abs(x["off_by"]) for s in seeds for x in s["screened_steps"]]
+        screens[name] = {
+            "rms": float(np.sqrt(np.mean(np.square(off)))),
+            "p90": float(np.percentile(off, 90)),
+            "weighed_as": statistics.median(
+                x["weighed_as"] for s in seeds for x in s["screened_steps"]
+            ),
+        }
     result, split = table(summaries, args.seeds), terms_table(terms, args.seeds)
-    for shown in (result, split):
+    weighed = screens_table(screens, args.seeds)
+    for shown in (result, split, weighed):
         Console(width=200).print(shown)
     note = (
         "forecast / true: the median over seeds of the forecast's median, and the truth; a "
         "percentile is where the truth falls in the model's draws (50: centred)."
     )
     write_results(
-        "opening_forecast", [result, split], simulated=True, smoke=args.smoke, notes=(note,)
+        "opening_forecast",
+        [result, split, weighed],
+        simulated=True,
+        smoke=args.smoke,
+        notes=(note,),
     )
-    report["summary"], report["terms_ms"] = summaries, terms
+    report["summary"], report["terms_ms"], report["screened_steps"] = summaries, terms, screens
     write_json(output_path(args.json, args.smoke), report, "opening_forecast")
 
 
