@@ -193,14 +193,28 @@ def summarize(name: str, seeds: list[dict]) -> list[dict]:
     return out
 
 
+def new_table(title: str, labels: tuple[str, ...], numbers: tuple[str, ...]) -> Table:
+    """A table of label columns, then right-justified number columns."""
+    t = Table(title=f"SIMULATED: {title}")
+    for name in labels:
+        t.add_column(name)
+    for name in numbers:
+        t.add_column(name, justify="right")
+    return t
+
+
 def table(summaries: list[dict], seeds: int) -> Table:
-    t = Table(
-        title=f"SIMULATED: the model's forecasts after its opening, single stream, {seeds} seeds"
+    t = new_table(
+        f"the model's forecasts after its opening, single stream, {seeds} seeds",
+        ("box", "configuration"),
+        (
+            "tau",
+            "step ms",
+            "tok/s",
+            "truth's percentile (tau, step, tok/s)",
+            "95% bands holding it",
+        ),
     )
-    for column in ("box", "configuration", "tau", "step ms", "tok/s"):
-        t.add_column(column, justify="left" if column in ("box", "configuration") else "right")
-    t.add_column("truth's percentile (tau, step, tok/s)", justify="right")
-    t.add_column("95% bands holding it", justify="right")
     for s in summaries:
         label = f"{s['role']}: {s['configuration']}"
         if s["role"] == "next proposal":
@@ -215,14 +229,12 @@ def table(summaries: list[dict], seeds: int) -> Table:
 
 
 def terms_table(terms: dict[str, dict], seeds: int) -> Table:
-    t = Table(
-        title=f"SIMULATED: the step's terms after the opening (ms), the model's median of {seeds} "
-        "seeds against the simulator's"
+    t = new_table(
+        f"the step's terms after the opening (ms), the model's median of {seeds} seeds against "
+        "the simulator's",
+        ("box", "whose"),
+        (*TERMS, "c1 + c2 + c3"),
     )
-    t.add_column("box")
-    t.add_column("whose")
-    for name in (*TERMS, "c1 + c2 + c3"):
-        t.add_column(name, justify="right")
     for box, row in terms.items():
         for whose, values in (("model", row["model"]), ("simulator", row["simulator"])):
             label = whose
@@ -234,13 +246,12 @@ def terms_table(terms: dict[str, dict], seeds: int) -> Table:
 
 
 def screens_table(screens: dict[str, dict], seeds: int) -> Table:
-    t = Table(
-        title=f"SIMULATED: the opening's screened steps against the truth, {seeds} seeds, and the "
-        "relative standard error the cost fit weighs them with"
+    t = new_table(
+        f"the opening's screened steps against the truth, {seeds} seeds, and the relative "
+        "standard error the cost fit weighs them with",
+        ("box",),
+        ("step measured / true - 1: RMS [90th percentile of |x|]", "weighed as (median)"),
     )
-    t.add_column("box")
-    t.add_column("step measured / true - 1: RMS [90th percentile of |x|]", justify="right")
-    t.add_column("weighed as (median)", justify="right")
     for box, row in screens.items():
         t.add_row(
             box,
