@@ -151,18 +151,17 @@ def one_opening(name: str, seed: int, space: SearchSpace) -> dict:
     terms = predictor.cost[1].coefficients(DRAWS).mean(axis=0)[: len(TERMS)]
     # each screened chain's step (tau / speed of its one run) against the truth, and the relative
     # standard error the cost fit weighs it with (a screen has no interval: the run noise)
-    screened = [
-        {
-            "configuration": Config(o.shape).label(),
-            "off_by": o.levels[1].tau
-            / o.levels[1].decode
-            / truth(land, Config(o.shape))["step_ms"]
-            * 1000
-            - 1,
-            "weighed_as": predictor.noise,
-        }
-        for o in predictor.observations
-    ]
+    screened = []
+    for o in predictor.observations:
+        measured_ms = 1000 * o.levels[1].tau / o.levels[1].decode
+        true_ms = truth(land, Config(o.shape))["step_ms"]
+        screened.append(
+            {
+                "configuration": Config(o.shape).label(),
+                "off_by": measured_ms / true_ms - 1,
+                "weighed_as": predictor.noise,
+            }
+        )
     return {
         "forecasts": forecasts,
         "terms_ms": [float(1000 * c) for c in terms],
