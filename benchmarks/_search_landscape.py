@@ -151,6 +151,18 @@ class Oracle:
             old = data["entries"] if data.get("version") == self.version else {}
         CACHE.write_text(json.dumps({"version": self.version, "entries": {**old, **self._disk}}))
 
+    def known(self) -> set[str]:
+        """The keys of the answers it holds (read from the cache, or computed since)."""
+        return set(self._disk)
+
+    def answers_since(self, known: set[str]) -> dict[str, list]:
+        """The answers it computed whose keys are not in `known`."""
+        return {k: v for k, v in self._disk.items() if k not in known}
+
+    def learn(self, answers: dict[str, list]) -> None:
+        """Answers another process computed (`save` writes them with its own)."""
+        self._disk.update(answers)
+
     def _argv(self, values: dict) -> list[str]:
         if STEPS not in values:
             return [*server_flags(datagen_server(values, self.setup)), *self.setup.sim_flags(False)]

@@ -131,6 +131,8 @@ def prepare(label: str, setup, kind: str, base: dict, references: bool = False) 
     oracle = Oracle(setup)
     land = Landscape(kind, oracle)
     points = all_points(space)
+    if _ARGS is not None and _ARGS.jobs > 1:
+        warm(land, points, _ARGS.jobs)
     truths = [land.true_value(p) for p in points]
     started = [t for t in truths if t is not None]
     optimum = max(started)
@@ -141,6 +143,36 @@ def prepare(label: str, setup, kind: str, base: dict, references: bool = False) 
         _CHEAPEST[label] = cheapest_within(land, optimum, points, memory)
     oracle.save()
     _WORK[label] = (land, optimum, cfg, grid_for(space, objective_for(kind), cfg["memory"]))
+
+
+# Set before a warm-up's workers fork (they inherit it): the landscape and its cache's keys then
+_WARM: tuple[Landscape, set[str]] | None = None
+
+
+def warm(land: Landscape, points: list[dict], jobs: int) -> None:
+    """The simulator's answers for every point of a landscape, computed by `jobs` processes into
+    its oracle's cache: on a cold cache (a new machine, or a changed simulator) a landscape's
+    thousands of launches and steady states are most of a run, one landscape at a time without
+    this (a memory-tight member: over half an hour of one core). The answers are the same
+    whichever process computes them (the oracle's model is deterministic); where every point is
+    cached the workers only look them up."""
+    global _WARM
+    _WARM = (land, land.oracle.known())
+    # contiguous chunks, several per process: a configuration's fractions share steady states
+    n = 8 * jobs
+    chunks = [points[i * len(points) // n : (i + 1) * len(points) // n] for i in range(n)]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for answers in pool.imap_unordered(_answers, chunks):
+            land.oracle.learn(answers)
+    _WARM = None
+
+
+def _answers(points: list[dict]) -> dict[str, list]:
+    assert _WARM is not None
+    land, known = _WARM
+    for values in points:
+        land.true_value(values)
+    return land.oracle.answers_since(known)
 
 
 def one_seed(task: tuple[str, int, tuple[str, ...]]) -> tuple[str, int, dict]:

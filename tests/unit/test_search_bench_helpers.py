@@ -161,3 +161,26 @@ def test_the_best_other_arm_is_one_run_on_every_seed():
     verdict = summarize_landscape("x", 100.0, runs)["verdict"]
     assert verdict["specsweep"]["best_other"] == "random"
     assert verdict["specsweep"]["gpu_hours_ratio"] == pytest.approx(0.75)
+
+
+def test_a_cold_cache_warmed_by_two_processes_holds_what_one_process_computes(
+    tmp_path, monkeypatch
+):
+    """`warm` splits a landscape's points over worker processes and gathers their answers into
+    the oracle: key for key what one process computes (the simulator's model is deterministic)."""
+    from benchmarks import _search_landscape as landscape
+    from benchmarks import search_efficiency
+
+    points = search_efficiency.all_points(SPACE)[:40]  # the one-step chain's fractions: seconds
+    answers = []
+    for name, jobs in (("one", 1), ("two", 2)):
+        monkeypatch.setattr(landscape, "CACHE", tmp_path / f"{name}.json")  # cold
+        land = landscape.Landscape("single", landscape.Oracle(landscape.SETUPS["h100_sxm"]))
+        if jobs == 1:
+            for values in points:
+                land.true_value(values)
+        else:
+            search_efficiency.warm(land, points, jobs)
+        answers.append(land.oracle.answers_since(set()))
+    assert len(answers[0]) == len(points)  # every launch computed, none read from a cache
+    assert answers[1] == answers[0]
