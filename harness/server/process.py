@@ -205,9 +205,12 @@ class Server:
             fh.flush()
 
     def _drain_log(self, timeout_s: float = 2.0) -> None:
-        """Wait for the pump to reach EOF, so the log holds the dead server's last lines."""
+        """Wait for the pump to reach EOF, so the log holds the dead server's last lines. A
+        Ctrl-C inside the pump's own start() leaves a thread that never ran: nothing to drain,
+        and joining it would raise in place of the interrupt."""
         if self._pump is not None:
-            self._pump.join(timeout_s)
+            with contextlib.suppress(RuntimeError):  # "cannot join thread before it is started"
+                self._pump.join(timeout_s)
 
     @property
     def pid(self) -> int | None:

@@ -254,3 +254,25 @@ def test_ctrl_c_while_the_server_starts_leaves_no_server(tmp_path, port, monkeyp
         pass
     assert calls[-1] is not None  # the process had started
     assert wait_until(lambda: processes_mentioning(f"--port {port} ") == [], deadline_s=5)
+
+
+def test_ctrl_c_inside_the_log_pumps_start_is_the_interrupt_and_the_server_stops(
+    tmp_path, port, monkeypatch
+):
+    """A Ctrl-C that lands while the log pump's thread is being started (Thread.start waits for
+    it) leaves a thread that never ran: stopping the server must not try to join it, or the
+    interrupt turns into "cannot join thread before it is started" and the sweep goes on."""
+    import threading
+
+    from harness.server import process
+
+    class Interrupted(threading.Thread):
+        def start(self) -> None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(process.threading, "Thread", Interrupted)
+    cmd = build_server_command(kimi_server(port=port), sim_engine())
+    server = Server(cmd, tmp_path / "server.log", ready_timeout_s=60)
+    with pytest.raises(KeyboardInterrupt), server:
+        pass
+    assert server.proc is not None and server.proc.poll() is not None  # stopped, not left behind
