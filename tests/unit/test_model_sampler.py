@@ -157,6 +157,26 @@ def test_a_run_is_worth_what_the_box_measures_not_a_constant(unreachable):
     assert first.noise == UNKNOWN_NOISE  # the opening's screened runs have no interval
 
 
+def test_the_gain_a_proposal_promises_is_over_the_best_screen_too(unreachable):
+    """A screen above every full launch is the value a proposal has to beat: scored against the
+    full launches alone, the screen would promise its own lead again as gain."""
+    _, study = unreachable
+    sampler = model_sampler(study.sampler)
+    space = sampler.infer_relative_search_space(study, study.trials[0])
+    others = tuple(sorted(n for n in space if n not in (STEPS, TOPK, DRAFT)))
+    trials = study.get_trials(deepcopy=False)
+    screened = [t for t in trials if t.user_attrs.get("screened") and "metric" in t.user_attrs]
+    top = max(screened, key=lambda t: float(t.user_attrs["metric"]))
+    full = [t for t in trials if t.state.name == "COMPLETE" and "metric" in t.user_attrs]
+    below = [t for t in full if float(t.user_attrs["metric"]) < float(top.user_attrs["metric"])]
+    assert below  # full launches slower than the best screen
+    knows = Knowledge([*below, top], others, -1, sampler)
+    assert knows.best_value() == float(top.user_attrs["metric"])
+    assert Knowledge(below, others, -1, sampler).best_value() == max(
+        float(t.user_attrs["metric"]) for t in below
+    )
+
+
 def test_a_doubtful_proposal_the_model_is_sure_of_is_launched_in_full(unreachable):
     _, study = unreachable
     proposals = model_sampler(study.sampler).proposals
@@ -168,8 +188,7 @@ def test_a_doubtful_proposal_the_model_is_sure_of_is_launched_in_full(unreachabl
             continue
         before = [u for u in trials[: t.number] if "metric" in u.user_attrs]
         screened = {u.user_attrs["candidate_key"] for u in before if u.user_attrs.get("screened")}
-        full = [u for u in before if u.state.name == "COMPLETE"]  # as the sampler: in full
-        best = max(float(u.user_attrs["metric"]) for u in full or before)  # else screened
+        best = max(float(u.user_attrs["metric"]) for u in before)  # in full or screened
         if p.mean < best and t.user_attrs.get("candidate_key") not in screened:
             in_full.append(t.number)  # probably not the answer, yet no screen first
     assert in_full  # the old rule screened every one of them

@@ -240,18 +240,19 @@ class Knowledge:
         return outside or k not in self.forms or any(p not in self.forms for p in config.others)
 
     def best_value(self) -> float | None:
-        """The best value measured in full; before any, the best screened one (one run: the
-        improvement is then scored against a noisier value, not against nothing)."""
+        """The best value measured, in full or screened (one run). A screen above every full
+        launch is the level a proposal has to beat: scored against the full launches alone,
+        the screen itself would promise its own lead again as gain, and be relaunched in full
+        before anything new is tried."""
         metric = self.study.objective.metrics[0]
         values = [v for _, v in measured_metric(self.trials, metric)]
-        if not values:
-            values = [
-                float(t.user_attrs["metric"])
-                for t in self.trials
-                if t.user_attrs.get(SCREENED)
-                and t.user_attrs.get("metric_name") == metric
-                and "metric" in t.user_attrs
-            ]
+        values += [
+            float(t.user_attrs["metric"])
+            for t in self.trials
+            if t.user_attrs.get(SCREENED)
+            and t.user_attrs.get("metric_name") == metric
+            and "metric" in t.user_attrs
+        ]
         return max(values, default=None)
 
     def launch_hours(self, predicted: np.ndarray) -> np.ndarray:

@@ -180,7 +180,7 @@ class ModelSampler(BaseSampler):
         i = int(np.argmax(score))
         low, mid, high = np.percentile(draws[:, i], [2.5, 50, 97.5])
         # Screened (one run, and it stays a candidate) when it is probably not the answer (its
-        # median below the best measured value: in full, or before any, screened), or when its
+        # median below the best measured value, in full or screened), or when its
         # prediction is extrapolated (`unmeasured_form`: a first tree's sibling factor and cost
         # term are the prior's, not data), and only when a run would tell more than the model
         # knows. A configuration screened once is measured in full the next time.
