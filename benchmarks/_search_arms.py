@@ -222,6 +222,14 @@ def _price(land: Landscape, optimum: float, values: dict, first_run: int = 1) ->
     return sim.gpu_hours if sim.reached is not None else float("inf")
 
 
+def screen_price(land: Landscape, optimum: float, values: dict) -> float:
+    """What one screen of `values` costs (its start-up and one run per level, as the model
+    sampler screens), set, as `_price` is, by its start-up and true rates."""
+    sim = Simulation(land, optimum, random.Random(0))
+    sim.launch(values, runs=1, screen=True)
+    return sim.gpu_hours
+
+
 def cheapest_within(
     land: Landscape, optimum: float, points: list[dict], prefer: dict | None = None
 ) -> dict:

@@ -15,6 +15,12 @@ A bar may name a floor of its arm: `priors+clairvoyant` (the priors measured as 
 measures them, in full, then a clairvoyant's one launch) is the least any proposer that
 measures the priors in full can spend, so where `priors+clairvoyant` / `model` is above the
 limit no such proposer meets the bar; the table says so beside the bar's cell ("blocked").
+The TPE bar names `opening+clairvoyant`, the least a search that opens as the model does can
+spend: where it is above 0.5x TPE, no such search meets that bar.
+
+The floor bar's limit leaves a search a little beyond its floor; `room_rows` says how much in the
+unit a model-based search spends it in, screens (one run per level, priced at the landscape's
+answer), beside what the model spends beyond its floor in the same unit.
 
 On each family part the model's worst decile (its 90th percentile of GPU-hours relative to the
 best other arm, `_search_report.summarize_set`) must not exceed random's, and on a part of
@@ -50,9 +56,10 @@ class Bar:
 
 BARS = (
     Bar("model", "opening+clairvoyant", 1.25),
-    Bar("model", "tpe", 0.5, single_only=True),
+    Bar("model", "tpe", 0.5, single_only=True, floor="opening+clairvoyant"),
     Bar("model+priors", "model", 1.05, floor="priors+clairvoyant"),
 )
+FLOOR_BAR = BARS[0]
 MEMORY_TIGHT = "memory"  # a set whose name holds this is a memory-tight part
 
 
@@ -186,4 +193,55 @@ def table(title: str, cells: list[dict]) -> Table:
     for c in cells:
         meets = c.get("status") or ("yes" if c["meets"] else "NO")
         out.add_row(c["where"], c["bar"], c["value"], c["limit"], meets)
+    return out
+
+
+def room_rows(sets: dict) -> list[dict]:
+    """Per named landscape, and as the median of each family part's members: the floor's median
+    GPU-hours, one screen's, the screens the floor bar's limit leaves beyond the floor
+    ((limit - 1) x floor / screen) and the screens' worth the model spends beyond it. Read from
+    the landscapes' `screen_gpu_hours` (a run with the reference arms records it)."""
+    out = []
+    for name, s in sets.items():
+        members = [
+            (land["landscape"], m) for land in s["landscapes"] if (m := _room(land)) is not None
+        ]
+        if not members:
+            continue
+        if name == "profiles":
+            out += [{"where": where, **m} for where, m in members]
+            continue
+        keys = ("floor", "screen", "room", "spent")
+        median = {k: float(np.median([m[k] for _, m in members])) for k in keys}
+        out.append({"where": f"{name}: median of {len(members)}", **median})
+    return out
+
+
+def _room(land: dict) -> dict | None:
+    screen = land.get("screen_gpu_hours")
+    hours = {r["arm"]: r["gpu_hours"] for r in land["arms"]}
+    floor, model = hours.get(FLOOR_BAR.against), hours.get(FLOOR_BAR.arm)
+    if not screen or floor is None or model is None:
+        return None
+    return {
+        "floor": floor,
+        "screen": screen,
+        "room": (FLOOR_BAR.limit - 1) * floor / screen,
+        "spent": (model - floor) / screen,
+    }
+
+
+def room_table(title: str, cells: list[dict]) -> Table:
+    out = Table(title=title)
+    for column in (
+        "where",
+        f"{FLOOR_BAR.against} (GPU-h)",
+        "one screen (GPU-h)",
+        f"room in {FLOOR_BAR.limit:g}x (screens)",
+        f"{FLOOR_BAR.arm} beyond its floor (screens)",
+    ):
+        out.add_column(column, justify="left" if column == "where" else "right")
+    for c in cells:
+        cols = (_fmt(c["floor"]), f"{c['screen']:.3f}", _fmt(c["room"]), _fmt(c["spent"]))
+        out.add_row(c["where"], *cols)
     return out

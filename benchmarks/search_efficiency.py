@@ -68,6 +68,7 @@ from benchmarks._search_arms import (  # noqa: E402
     grid_for,
     objective_for,
     run_arm,
+    screen_price,
 )
 from benchmarks._search_landscape import (  # noqa: E402
     LEVELS,
@@ -93,6 +94,7 @@ DATAGEN_PRIOR = {"mem_fraction_static": 0.85, "hicache_size": 0}  # where the se
 _WORK: dict[str, tuple[Landscape, float, dict, list[dict]]] = {}
 _NEAR: dict[str, float] = {}  # landscape -> share of the configurations that start within 2%
 _CHEAPEST: dict[str, dict] = {}  # landscape -> the reference arms' answer (cheapest_within)
+_SCREEN: dict[str, float] = {}  # landscape -> GPU-hours of one screen of that answer
 _ARGS: argparse.Namespace | None = None
 
 
@@ -141,6 +143,7 @@ def prepare(label: str, setup, kind: str, base: dict, references: bool = False) 
         prior = (cfg.get("enqueue") or [{}])[0]
         memory = {k: v for k, v in prior.items() if k in ("mem_fraction_static", "hicache_size")}
         _CHEAPEST[label] = cheapest_within(land, optimum, points, memory)
+        _SCREEN[label] = screen_price(land, optimum, _CHEAPEST[label])
     oracle.save()
     _WORK[label] = (land, optimum, cfg, grid_for(space, objective_for(kind), cfg["memory"]))
 
@@ -220,6 +223,7 @@ def run_set(name: str, labels: list[str], arms: list[str], args) -> tuple[list[d
         summaries[-1]["share_within_2pct"] = _NEAR[label]
         if label in _CHEAPEST:
             summaries[-1]["cheapest_within_2pct"] = _CHEAPEST[label]
+            summaries[-1]["screen_gpu_hours"] = round(_SCREEN[label], 6)
     return summaries, {a: round(s, 1) for a, s in cost.items()}
 
 
@@ -346,6 +350,8 @@ def main() -> None:
         print(f"{name}: {report['sets'][name]['wall_s']} s; CPU s per arm: {cost}")
     report["wall_s"] = round(time.monotonic() - started, 1)
     _search_report.print_table(bar_table(report))
+    if _search_bar.room_rows(report["sets"]):
+        _search_report.print_table(room_table(report))
     write_json(args.json, _search_report.jsonable(report), "search_efficiency")
     write_results("search_efficiency", result_tables(report), simulated=True, smoke=args.smoke)
     # A search that launched nothing, or a landscape an arm did not search, is a broken path,
@@ -382,9 +388,21 @@ def bar_table(report: dict):
     )
 
 
+def room_table(report: dict):
+    """How many screens the floor bar's limit leaves a search beyond its floor
+    (`_search_bar.room_rows`)."""
+    return _search_bar.room_table(
+        f"SIMULATED: screens the {_search_bar.FLOOR_BAR.limit:g}x floor bar leaves room for "
+        f"(median GPU-hours over {report['seeds']} seeds)",
+        _search_bar.room_rows(report["sets"]),
+    )
+
+
 def result_tables(report: dict) -> list:
     """The tables a run prints, from its report (as run, or as read back from its JSON)."""
     out = [bar_table(report)]
+    if _search_bar.room_rows(report["sets"]):  # a run with the reference arms
+        out.append(room_table(report))
     for name, s in report["sets"].items():
         landscape_title, set_title = titles(report, name)
         if name == "profiles" or len(s["landscapes"]) <= 6:

@@ -69,3 +69,49 @@ def test_a_bar_whose_floor_is_above_its_limit_is_blocked_for_every_proposer():
     lands = [{"landscape": "box multi", "bar": _search_bar.landscape_ratios("box multi", cheap)}]
     cells = {c["bar"]: c for c in _search_bar.rows({"profiles": {"landscapes": lands}})}
     assert cells["priors+clairvoyant / model (floor of model+priors)"]["status"] == "reachable"
+
+
+def test_the_tpe_bar_reads_the_models_own_floor_beside_it():
+    # the model's opening and the answer cost 2 where TPE spends 3: no search that opens as the
+    # model does can be at 0.5x TPE there, however well it searches after the opening
+    ratios = _search_bar.landscape_ratios("box single", runs([2.5] * 3, [2.0] * 3, [3.0] * 3))
+    assert ratios["opening+clairvoyant / tpe"][0] == 2 / 3
+    lands = [{"landscape": "box single", "bar": ratios}]
+    cells = {c["bar"]: c for c in _search_bar.rows({"profiles": {"landscapes": lands}})}
+    assert cells["opening+clairvoyant / tpe (floor of model)"]["status"] == "blocked"
+    cheap = _search_bar.landscape_ratios("box single", runs([2.5] * 3, [2.0] * 3, [9.0] * 3))
+    lands = [{"landscape": "box single", "bar": cheap}]
+    cells = {c["bar"]: c for c in _search_bar.rows({"profiles": {"landscapes": lands}})}
+    assert cells["opening+clairvoyant / tpe (floor of model)"]["status"] == "reachable"
+
+
+def land(name: str, model: float, floor: float, screen: float | None) -> dict:
+    arms = [
+        {"arm": "model", "gpu_hours": model},
+        {"arm": "opening+clairvoyant", "gpu_hours": floor},
+    ]
+    out = {"landscape": name, "arms": arms}
+    return out if screen is None else {**out, "screen_gpu_hours": screen}
+
+
+def test_the_room_the_floor_bar_leaves_is_counted_in_screens():
+    # a floor of 2.0 GPU-h and a screen of 0.4: 1.25x leaves 0.5 GPU-h, 1.25 screens; the model
+    # spends 3.2, 3 screens' worth beyond its floor
+    named = {"profiles": {"landscapes": [land("box single", 3.2, 2.0, 0.4)]}}
+    (row,) = _search_bar.room_rows(named)
+    assert row["where"] == "box single"
+    assert row["room"] == 1.25 and abs(row["spent"] - 3.0) < 1e-9
+    # a family part: the median member of each column; a member not searched with the
+    # reference arms (no screen price) is left out, a censored model search spends "never"
+    members = [
+        land("m0 single", 2.0, 2.0, 0.5),
+        land("m1 single", 3.0, 2.0, 0.5),
+        land("m2 single", float("inf"), 2.0, 0.5),
+        land("m3 single", 9.0, 2.0, None),
+    ]
+    (row,) = _search_bar.room_rows({"family": {"landscapes": members}})
+    assert row["where"] == "family: median of 3"
+    assert row["room"] == 1.0 and row["spent"] == 2.0
+    table = _search_bar.room_table("t", [row, {**row, "spent": float("inf")}])
+    assert table.row_count == 2
+    assert _search_bar.room_rows({"profiles": {"landscapes": [land("old", 3, 2, None)]}}) == []

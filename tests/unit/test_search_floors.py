@@ -11,7 +11,13 @@ import statistics
 import pytest
 from omegaconf import OmegaConf
 
-from benchmarks._search_arms import BY_NAME, cheapest_within, effective_points, run_arm
+from benchmarks._search_arms import (
+    BY_NAME,
+    cheapest_within,
+    effective_points,
+    run_arm,
+    screen_price,
+)
 from benchmarks._search_landscape import SETUPS, Landscape, Oracle
 from benchmarks._search_report import summarize_landscape
 from benchmarks._search_sim import Simulation
@@ -69,6 +75,18 @@ def test_the_clairvoyant_launches_the_cheapest_answer_once_in_full(landscape):
     sim = _run("clairvoyant", land, optimum, answer)
     assert sim.launched == [(answer, 5)]
     assert sim.reached == (1, pytest.approx(_cost(land, optimum, answer)))
+
+
+def test_a_screen_of_the_answer_is_priced_as_the_model_screens_it(landscape):
+    """One run per level, recorded as the model's screen is: its start-up and one run, set by
+    the true rates (any seed pays the same), less than the answer in full."""
+    land, optimum, points = landscape
+    answer = cheapest_within(land, optimum, points)
+    screened = Recorder(land, optimum, random.Random(5))
+    screened.launch(answer, runs=1, screen=True)
+    assert screen_price(land, optimum, answer) == pytest.approx(screened.gpu_hours)
+    assert screened.reached is None  # a screen is never an answer
+    assert 0 < screen_price(land, optimum, answer) < _cost(land, optimum, answer)
 
 
 def test_the_opening_floor_is_the_model_samplers_own_opening_then_the_answer(landscape):
