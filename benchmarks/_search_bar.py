@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from benchmarks._search_stats import bootstrap_ratio
@@ -245,3 +246,25 @@ def room_table(title: str, cells: list[dict]) -> Table:
         cols = (_fmt(c["floor"]), f"{c['screen']:.3f}", _fmt(c["room"]), _fmt(c["spent"]))
         out.add_row(c["where"], *cols)
     return out
+
+
+def report_table(report: dict) -> Table:
+    """Where the default sampler stands against its bar, every set of a run's report together."""
+    return table(  # escaped: rich reads "[95%]" as a style tag and drops it
+        f"SIMULATED: the model sampler against its bar, median GPU-hours to 2% over "
+        f"{report['seeds']} seeds {escape('[95%]')}",
+        rows(report["sets"]),
+    )
+
+
+def report_room_table(report: dict) -> Table | None:
+    """The room the floor bar leaves, in screens (`room_rows`); None for a report without
+    screen prices (a run without the reference arms)."""
+    cells = room_rows(report["sets"])
+    if not cells:
+        return None
+    return room_table(
+        f"SIMULATED: screens the {FLOOR_BAR.limit:g}x floor bar leaves room for "
+        f"(median GPU-hours over {report['seeds']} seeds)",
+        cells,
+    )

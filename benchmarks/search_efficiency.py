@@ -349,9 +349,10 @@ def main() -> None:
         _search_report.print_set(set_title, summary)
         print(f"{name}: {report['sets'][name]['wall_s']} s; CPU s per arm: {cost}")
     report["wall_s"] = round(time.monotonic() - started, 1)
-    _search_report.print_table(bar_table(report))
-    if _search_bar.room_rows(report["sets"]):
-        _search_report.print_table(room_table(report))
+    _search_report.print_table(_search_bar.report_table(report))
+    room = _search_bar.report_room_table(report)
+    if room is not None:  # the room the floor bar leaves, where the reference arms ran
+        _search_report.print_table(room)
     write_json(args.json, _search_report.jsonable(report), "search_efficiency")
     write_results("search_efficiency", result_tables(report), simulated=True, smoke=args.smoke)
     # A search that launched nothing, or a landscape an arm did not search, is a broken path,
@@ -379,30 +380,12 @@ def titles(report: dict, name: str) -> tuple[str, str]:
     )
 
 
-def bar_table(report: dict):
-    """Where the default sampler stands against its bar (`_search_bar`), every set together."""
-    return _search_bar.table(
-        f"SIMULATED: the model sampler against its bar, median GPU-hours to 2% over "
-        f"{report['seeds']} seeds {escape('[95%]')}",
-        _search_bar.rows(report["sets"]),
-    )
-
-
-def room_table(report: dict):
-    """How many screens the floor bar's limit leaves a search beyond its floor
-    (`_search_bar.room_rows`)."""
-    return _search_bar.room_table(
-        f"SIMULATED: screens the {_search_bar.FLOOR_BAR.limit:g}x floor bar leaves room for "
-        f"(median GPU-hours over {report['seeds']} seeds)",
-        _search_bar.room_rows(report["sets"]),
-    )
-
-
 def result_tables(report: dict) -> list:
     """The tables a run prints, from its report (as run, or as read back from its JSON)."""
-    out = [bar_table(report)]
-    if _search_bar.room_rows(report["sets"]):  # a run with the reference arms
-        out.append(room_table(report))
+    out = [_search_bar.report_table(report)]
+    room = _search_bar.report_room_table(report)
+    if room is not None:  # a run with the reference arms
+        out.append(room)
     for name, s in report["sets"].items():
         landscape_title, set_title = titles(report, name)
         if name == "profiles" or len(s["landscapes"]) <= 6:

@@ -114,4 +114,7 @@ def test_the_room_the_floor_bar_leaves_is_counted_in_screens():
     assert row["room"] == 1.0 and row["spent"] == 2.0
     table = _search_bar.room_table("t", [row, {**row, "spent": float("inf")}])
     assert table.row_count == 2
-    assert _search_bar.room_rows({"profiles": {"landscapes": [land("old", 3, 2, None)]}}) == []
+    old = {"profiles": {"landscapes": [land("old", 3, 2, None)]}}  # a run without screen prices
+    assert _search_bar.room_rows(old) == []
+    assert _search_bar.report_room_table({"seeds": 2, "sets": old}) is None
+    assert _search_bar.report_room_table({"seeds": 2, "sets": named}) is not None
