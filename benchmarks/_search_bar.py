@@ -268,3 +268,9 @@ def report_room_table(report: dict) -> Table | None:
         f"(median GPU-hours over {report['seeds']} seeds)",
         cells,
     )
+
+
+def report_tables(report: dict) -> list[Table]:
+    """The bar, then the room its floor leaves where the run had the reference arms."""
+    room = report_room_table(report)
+    return [report_table(report)] + ([room] if room is not None else [])

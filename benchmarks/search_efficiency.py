@@ -349,10 +349,8 @@ def main() -> None:
         _search_report.print_set(set_title, summary)
         print(f"{name}: {report['sets'][name]['wall_s']} s; CPU s per arm: {cost}")
     report["wall_s"] = round(time.monotonic() - started, 1)
-    _search_report.print_table(_search_bar.report_table(report))
-    room = _search_bar.report_room_table(report)
-    if room is not None:  # the room the floor bar leaves, where the reference arms ran
-        _search_report.print_table(room)
+    for table in _search_bar.report_tables(report):
+        _search_report.print_table(table)
     write_json(args.json, _search_report.jsonable(report), "search_efficiency")
     write_results("search_efficiency", result_tables(report), simulated=True, smoke=args.smoke)
     # A search that launched nothing, or a landscape an arm did not search, is a broken path,
@@ -382,10 +380,7 @@ def titles(report: dict, name: str) -> tuple[str, str]:
 
 def result_tables(report: dict) -> list:
     """The tables a run prints, from its report (as run, or as read back from its JSON)."""
-    out = [_search_bar.report_table(report)]
-    room = _search_bar.report_room_table(report)
-    if room is not None:  # a run with the reference arms
-        out.append(room)
+    out = _search_bar.report_tables(report)
     for name, s in report["sets"].items():
         landscape_title, set_title = titles(report, name)
         if name == "profiles" or len(s["landscapes"]) <= 6:
