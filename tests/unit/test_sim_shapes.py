@@ -98,12 +98,15 @@ def named(key: str) -> PerfModel:
 
 
 @pytest.mark.parametrize("key", BEFORE)
-def test_the_named_profiles_are_bit_identical_with_the_shapes_off(key):
+def test_the_named_profiles_are_unchanged_with_the_shapes_off(key):
     m = named(key)
     at_least, tau, step = BEFORE[key]
-    assert m.accept_at_least(700) == at_least
-    assert m.expected_accept_len(1024) == tau
-    assert m.decode_step_s(8, 2000) == step
+    # to the last few bits, not bit for bit: a fresh install's numerical libraries (numpy 2.4.6
+    # here) moved one P(>=k) by one unit in the last place; any shape moves these by far more
+    # than 1e-12
+    assert m.accept_at_least(700) == pytest.approx(at_least, rel=1e-12, abs=0)
+    assert m.expected_accept_len(1024) == pytest.approx(tau, rel=1e-12, abs=0)
+    assert m.decode_step_s(8, 2000) == pytest.approx(step, rel=1e-12, abs=0)
 
 
 def shaped(steps=5, topk=1, draft=None, hw=RTX_PRO_6000_PCIE, **drafter) -> PerfModel:
