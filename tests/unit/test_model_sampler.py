@@ -21,7 +21,8 @@ from sweep.study.model import stopping
 from sweep.study.model.knowledge import Knowledge, anchored
 from sweep.study.model.observations import UNKNOWN_NOISE
 from sweep.study.model.predict import Config, configurations
-from sweep.study.model.sampler import ModelSampler, model_sampler, worth_screening
+from sweep.study.model.sampler import ModelSampler, model_sampler
+from sweep.study.model.screening import knowledge_gradient, most_informative, worth_screening
 from sweep.study.model.watch import Forecast, ModelWatch
 from sweep.study.search.space import DRAFT, STEPS, TOPK, SearchSpace
 from sweep.study.trial.candidates import Candidate
@@ -99,9 +100,11 @@ def test_a_proposal_of_a_topk_never_launched_is_screened(unreachable):
     for t in sorted(study.trials, key=lambda t: t.number):
         topk = t.params["speculative_eagle_topk"]
         proposal = proposals.get(t.number)
-        if proposal is not None and proposal.reason == "model" and topk not in seen:
+        searched = proposal is not None and proposal.reason in ("model", "informative")
+        if searched and topk not in seen:
             assert proposal.screen, f"trial {t.number}: topk {topk}'s first launch in full"
-            assert proposal.why_screened == "extrapolated past what is measured"
+            if proposal.reason == "model":  # the model's own pick, screened for itself
+                assert proposal.why_screened == "extrapolated past what is measured"
             checked += 1
         if t.user_attrs.get("candidate"):
             seen.add(topk)
@@ -139,6 +142,23 @@ def test_a_screen_is_spent_only_where_one_run_tells_more_than_the_model():
     assert worth_screening(rng.normal(100.0, 10.0, 4096), 0.05)  # spread 10% > a run's 5%
     assert not worth_screening(rng.normal(100.0, 2.0, 4096), 0.05)  # the model is surer
     assert worth_screening(rng.normal(100.0, 3.0, 4096), 0.02)  # not than a run on a quiet box
+
+
+def test_a_screen_goes_where_its_run_tells_most_about_the_best():
+    # One shared unknown (theta: a tree's sibling factor, say) sets the tree that may be best
+    # (column 1) and a slow tree (column 0) alike; column 2 is a sure chain; column 3 is as
+    # unsure as the slow tree but shares nothing. The slow tree can never be the answer, yet its
+    # run tells where the fast one lies; the unrelated one tells only about itself.
+    rng = np.random.default_rng(1)
+    theta, own = rng.normal(size=256), rng.normal(size=256)
+    draws = np.column_stack(
+        [80.0 + 10 * theta, 100.0 + 8 * theta, 101.0 + 0.2 * own, 80.0 + 10 * own]
+    )
+    gains = knowledge_gradient(draws, 0.03, [0, 1, 2, 3], random.Random(0))
+    assert gains[0] > 1.0 and gains[1] > 1.0  # either run settles theta: worth ~3 tok/s
+    assert abs(gains[2]) < 0.3  # the sure chain: its run moves nothing
+    assert abs(gains[3]) < 0.3  # unrelated, and never the best: nothing to learn
+    assert most_informative(draws, 0.03, [0, 2, 3], random.Random(0)) == 0
 
 
 def test_a_run_is_worth_what_the_box_measures_not_a_constant(unreachable):
@@ -269,6 +289,12 @@ def test_the_console_puts_the_prediction_beside_the_measurement():
     assert screened is not None and (
         "(proposed: the most expected gain per GPU-hour; screened: extrapolated past what is "
         "measured)" in screened
+    )
+    why = "3/4/12, the most expected gain per GPU-hour, probably not the answer"
+    elsewhere = watch.line(Forecast(84.1, 80.2, 88.0, 3, "informative", why_screened=why), result)
+    assert elsewhere is not None and (
+        "(proposed: the screen that tells most about the best; screened: 3/4/12, the most "
+        "expected gain per GPU-hour, probably not the answer)" in elsewhere
     )
 
 

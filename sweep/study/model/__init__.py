@@ -9,6 +9,7 @@ cost          seconds per verify iteration, linear in the launch's features at t
               batch its steps replayed (a staircase in the requests), per level
 predict       the objective of every unmeasured configuration, with an interval
 knowledge     what the study knows at a proposal: candidates, the best value, screened runs
+screening     what one screened run would tell, and where a screen tells most about the best
 sampler       search.sampler=model: opening, expected improvement per GPU-hour, screening
 stopping      the answer settled: nothing left reaches the baseline, or beats the best
 transfer      earlier studies with the same drafter and setup, in the fit (labelled)

@@ -11,7 +11,7 @@ Everything the model fits is read back from the study, so a resumed sweep or ano
 the same model.
 
 `run_noise` reads from those intervals how far one run strays on this box: what a screened
-launch's single run is worth against the model (`knowledge.anchored`, `sampler.worth_screening`,
+launch's single run is worth against the model (`knowledge.anchored`, `screening.worth_screening`,
 the cost fit).
 """
 

@@ -18,6 +18,11 @@ are there to be compared with, and may be the answer at once). After that, each 
   never launched (a topk, a value of another searched knob, a chain past every chain measured),
   and one run would tell more than the model knows (`worth_screening`): where the model is surer
   than a run, the screen cannot change what comes next, and the launch is in full at once;
+- informative: when that pick is to be screened, the screen goes where one run is expected to
+  raise most the best the model then believes in (`screening.most_informative`, the knowledge
+  gradient), among the configurations not screened yet whose run would tell more than the model
+  knows; often the pick itself, on a plateau mostly a configuration that tells which way the top
+  lies;
 - exploration: a share `explore` of proposals (each trial number decides, from the seed) is an
   unmeasured configuration drawn uniformly, whatever the model thinks, so a wrong model meets
   data it did not choose.
@@ -48,6 +53,7 @@ from optuna.trial import FrozenTrial
 from harness.sglang.speculative import forced_draft_tokens
 from sweep.study.model.knowledge import Knowledge
 from sweep.study.model.predict import Config, Target, target_for
+from sweep.study.model.screening import most_informative, worth_screening
 from sweep.study.search.space import DRAFT, STEPS, TOPK, Param, SearchSpace
 
 EXPLORE = 0.1  # the share of proposals drawn uniformly (search.sampler.explore)
@@ -57,7 +63,9 @@ _SPEC = (STEPS, TOPK, DRAFT)
 @dataclass(frozen=True)
 class Proposal:
     config: Config
-    reason: str  # "opening", "model", "exploration", "random" (the model cannot fit yet)
+    # "opening", "model", "informative" (a screen where it tells most, in place of the model's
+    # pick), "exploration", "random" (the model cannot fit yet)
+    reason: str
     mean: float | None = None
     low: float | None = None
     high: float | None = None
@@ -189,14 +197,26 @@ class ModelSampler(BaseSampler):
         doubtful = (best is not None and mid < best) or extrapolated
         informative = worth_screening(draws[:, i], state.noise)
         screen = self.screen and doubtful and informative and pick not in state.screened
-        why = None
+        why, reason = None, "model"
         if screen:
             why = (
                 "extrapolated past what is measured" if extrapolated else "probably not the answer"
             )
+            # A screen is spent: where its run tells most about the best (`screening`), which
+            # on a plateau is seldom the leading proposal's own neighbourhood.
+            eligible = [
+                j
+                for j, c in enumerate(state.candidates)
+                if c not in state.screened and worth_screening(draws[:, j], state.noise)
+            ]
+            j = most_informative(draws, state.noise, eligible, rng)
+            if j != i:
+                why = f"{pick.label()}, the most expected gain per GPU-hour, {why}"
+                i, pick, reason = j, state.candidates[j], "informative"
+                low, mid, high = np.percentile(draws[:, i], [2.5, 50, 97.5])
         return Proposal(
             pick,
-            "model",
+            reason,
             float(mid),
             float(low),
             float(high),
@@ -223,16 +243,6 @@ class ModelSampler(BaseSampler):
                 values[DRAFT] = min(max(d, int(dist.low)), int(dist.high))
         values.update({n: v for n, v in config.others if n in search_space})
         return values
-
-
-def worth_screening(draws: np.ndarray, noise: float) -> bool:
-    """Whether one run of a configuration tells more than the model's draws for it: their
-    spread wider than the run's (`noise` of the median: the box's, `observations.run_noise`).
-    Then the run outweighs the model where they are combined (`anchored`) and may turn the
-    decision; where the model is surer, the configuration screened is the one launched in full
-    next anyway (traced on the landscape family's flat tops: screen, then in full, four times in
-    one search), and the screen's GPU-hours are lost."""
-    return float(np.std(draws)) > noise * float(np.median(draws))
 
 
 def model_sampler(sampler) -> ModelSampler | None:

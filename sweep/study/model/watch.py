@@ -197,6 +197,7 @@ _REASONS = {
     "opening": "opening, a chain the model needs, screened with one run",
     "prior": "a prior from search.enqueue",
     "model": "the most expected gain per GPU-hour",
+    "informative": "the screen that tells most about the best",
     "exploration": "exploration, drawn uniformly",
     "random": "drawn uniformly: the model cannot fit yet",
 }
