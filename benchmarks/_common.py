@@ -216,21 +216,31 @@ def write_results(
     simulated: bool,
     smoke: bool = False,
     notes: tuple[str, ...] = (),
-    made: dict | None = None,
+    made: dict | list[dict] | None = None,
 ) -> Path:
     """docs/results/<stem>.md: the tables this benchmark measured, under a header with the
     command, date and machine that measured them (`made`: a `produced` record, when the tables
-    are rendered from an earlier run's JSON), and SIMULATED where the simulator made them."""
+    are rendered from an earlier run's JSON; several, each with the `sets` it gave, when they
+    are rendered from several runs), and SIMULATED where the simulator made them."""
     made = made or produced(stem)
     header = [
         f"# {stem}{' (SIMULATED)' if simulated else ''}",
         "",
         f"Written by `benchmarks/{stem}.py`; rerun it to update this file, do not edit it.",
         "",
-        f"- command: `{made['command']}`",
-        f"- date: {made['date']}",
-        f"- machine: {made['machine']}",
     ]
+    if isinstance(made, dict):
+        header += [
+            f"- command: `{made['command']}`",
+            f"- date: {made['date']}",
+            f"- machine: {made['machine']}",
+        ]
+    else:
+        header.append("- runs, each giving the sets named:")
+        header += [
+            f"  - {', '.join(run['sets'])}: `{run['command']}`, {run['date']}, {run['machine']}"
+            for run in made
+        ]
     if simulated:
         header.append(
             "- SIMULATED: the servers are the simulator (harness/sim), not SGLang on GPUs; "

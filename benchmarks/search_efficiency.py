@@ -30,10 +30,12 @@ it compares search strategies on one model of the hardware, not the hardware.
     python benchmarks/search_efficiency.py --smoke              # CI: the whole path in seconds
     python benchmarks/search_efficiency.py --smoke --family-memory-tight  # its part (minutes)
     python benchmarks/search_efficiency.py --render-from JSON   # docs/results from a run's JSON
+    python benchmarks/search_efficiency.py --render-from A.json B.json:family-memory-tight
 
 A run writes docs/results/search_efficiency.md, its tables under the command, date and machine
 that measured them; the full form (50 seeds, every set) takes hours here, so --render-from writes
-the same file from the JSON such a run left, naming that run's command and date.
+the same file from the JSON such a run left, naming that run's command and date, or from several
+runs, each set from one of them (`_search_runs`), the header naming which run gave which set.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from rich.markup import escape
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import _search_bar, _search_family, _search_report  # noqa: E402
+from benchmarks import _search_bar, _search_family, _search_report, _search_runs  # noqa: E402
 from benchmarks._common import (  # noqa: E402
     add_smoke_flag,
     output_path,
@@ -249,18 +251,17 @@ def main() -> None:
     add_smoke_flag(parser)
     parser.add_argument(
         "--render-from",
-        type=Path,
-        metavar="JSON",
-        help="write docs/results/search_efficiency.md from the JSON of an earlier run, and stop",
+        nargs="+",
+        metavar="JSON[:SET,...]",
+        help="write docs/results/search_efficiency.md from the JSON of earlier runs (several: "
+        "one run per set, the header naming each), and stop",
     )
     args = parser.parse_args()
     if args.render_from:
-        report = json.loads(args.render_from.read_text())
-        missing = [key for key in ("sets", "seeds", "noise", "produced") if key not in report]
-        if missing:
-            parser.error(f"--render-from {args.render_from}: no {', '.join(missing)}: not a JSON "
-                         "this benchmark wrote (or one from before runs kept 'produced', the "
-                         "command, date and machine); rerun the benchmark")  # fmt: skip
+        try:
+            report = _search_runs.merged(args.render_from)
+        except (OSError, ValueError) as e:
+            parser.error(f"--render-from {e}")
         write_results("search_efficiency", result_tables(report), simulated=True,
                       made=report["produced"])  # fmt: skip
         return
