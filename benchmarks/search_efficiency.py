@@ -254,7 +254,8 @@ def main() -> None:
         nargs="+",
         metavar="JSON[:SET,...]",
         help="write docs/results/search_efficiency.md from the JSON of earlier runs (several: "
-        "one run per set, the header naming each), and stop",
+        "one run per set, the header naming each, their sets together written to --json), "
+        "and stop",
     )
     args = parser.parse_args()
     if args.render_from:
@@ -262,6 +263,8 @@ def main() -> None:
             report = _search_runs.merged(args.render_from)
         except (OSError, ValueError) as e:
             parser.error(f"--render-from {e}")
+        if isinstance(report["produced"], list):  # several runs: the JSON the file shows
+            args.json.write_text(json.dumps(report, indent=2) + "\n")  # each run's record kept
         write_results("search_efficiency", result_tables(report), simulated=True,
                       made=report["produced"])  # fmt: skip
         return
