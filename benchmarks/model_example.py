@@ -146,6 +146,11 @@ def _report(study, sampler, space, objective, truth, launches: Table) -> Table |
             f"expected gain {gain} over {nxt.hours:.2f} GPU-h, predicted "
             f"{nxt.mean:.1f} [{nxt.low:.1f}, {nxt.high:.1f}]"
         )
+    elif nxt.reason == "informative":  # a screen where it tells most, in place of the pick
+        why = (
+            f"the screen that tells most about the best, predicted {nxt.mean:.1f} "
+            f"[{nxt.low:.1f}, {nxt.high:.1f}]; in place of {nxt.why_screened}"
+        )
     print(f"  next: {nxt.config.label()} ({why})")
     launches.add_row(*row, f"{nxt.config.label()} ({why})")
     return predictions
