@@ -6,7 +6,8 @@ landscapes, the same arms on the same seeds and noise), so runs of different set
 rendered together. Each set comes from exactly one run, and the results' header names every run
 with the sets it gave, so a reader sees which command and date measured which table.
 
-A source is `PATH` (every set the run measured) or `PATH:SET[,SET]` (those sets of it).
+A source is `PATH` (every set the run measured) or `PATH:SET[,SET]` (those sets of it). A merged
+render's JSON is a source too: its header keeps the run behind each set.
 """
 
 from __future__ import annotations
@@ -69,11 +70,20 @@ def merged(specs: list[str]) -> dict:
             if key in run:
                 report[key] = run[key]
         report["arms"] = {**run.get("arms", {}), **report.get("arms", {})}
-        runs.append({**run["produced"], "sets": names})
+        runs.extend(_records(run["produced"], names))
     report["sets"] = {n: report["sets"][n] for n in sorted(report["sets"], key=_rank)}
     # one whole run: its record as it was; else every run with the sets it gave
     report["produced"] = run["produced"] if len(runs) == 1 and whole else runs
     return report
+
+
+def _records(produced: dict | list, names: list[str]) -> list[dict]:
+    """The runs behind `names`: a run's own record, or, where the source is itself a merged
+    render (`produced` a list), each of its runs with those of its sets that were picked."""
+    if isinstance(produced, dict):
+        return [{**produced, "sets": names}]
+    picked = ({**run, "sets": [n for n in run["sets"] if n in names]} for run in produced)
+    return [run for run in picked if run["sets"]]
 
 
 def _rank(name: str) -> int:

@@ -54,6 +54,20 @@ def test_each_set_comes_from_the_run_named_and_the_header_says_which(tmp_path, m
     assert "  - family-memory-tight: `python b.py --old`, 09:55, 2 cores" in text.splitlines()
 
 
+def test_a_merged_render_is_a_source_and_keeps_the_run_behind_each_set(tmp_path):
+    old = _run(tmp_path, "old", ["profiles", "family", "family-memory-tight"])
+    new = _run(tmp_path, "new", ["family", "profiles"], when="16:30")
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(merged([new, f"{old}:family-memory-tight"])))
+    tight = _run(tmp_path, "tight", ["family-memory-tight"], when="20:05")
+    report = merged([f"{first}:profiles,family", tight])
+    assert report["family_memory_tight"] == {"members": ["tight:family-memory-tight"]}
+    assert [(r["command"], r["sets"]) for r in report["produced"]] == [
+        ("python b.py --new", ["family", "profiles"]),
+        ("python b.py --tight", ["family-memory-tight"]),
+    ]  # the old run gave no set picked here, so the header no longer names it
+
+
 def test_runs_that_cannot_share_a_table_are_refused_with_the_fix(tmp_path):
     a = _run(tmp_path, "a", ["profiles", "family"])
     b = _run(tmp_path, "b", ["family"], seeds=20)
