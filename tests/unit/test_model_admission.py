@@ -178,3 +178,51 @@ def test_an_opening_chain_that_never_started_is_tried_again_then_replaced_from_i
     both = [(5, 0.85, *kv), (5, 0.90, *kv), (1, 0.93, *gpu), (1, 0.92, *gpu)]
     assert _opening_after(both) == (2, 1, 3)
     assert _opening_after([(5, 0.90, *ok), (1, 0.90, *ok)]) is None  # two measured: done
+
+
+def test_once_a_launch_ran_out_of_memory_a_screen_goes_only_where_one_as_large_started():
+    """On a card the weights fill, the knowledge gradient would spend screens on wide trees that
+    tell most if they start: once a tree has run out of GPU memory, an informative screen is
+    spent only where a launch at least as large has started at the fraction it would run at."""
+    objective = objective_for("multi")
+    space = SearchSpace.from_config(OmegaConf.load(SPACE).space)
+    model = ModelSampler(space, objective, seed=0)
+    study = optuna.create_study(sampler=model, directions=objective.directions)
+    driver = SearchDriver(study, objective, gpus_per_trial=8)
+    others = ("hicache_size",)
+
+    def launch(steps, topk, draft, outcome, kind=None, speed=100.0):
+        vals = values(steps, topk, draft, 0.94)
+        r = TrialResult("t", "trial", outcome, "sim", True, 1.0, vals, oom_kind=kind)
+        r.wall_s = r.startup_s = r.startup_wall_s = 100.0
+        if outcome is Outcome.PRUNED:  # screened: one run per level
+            r.metrics = {f"output_tok_s_c{c}": speed * c for c in (1, 8, 32, 64)}
+            r.metrics |= {f"accept_len_c{c}": 1.0 + draft / 4 for c in (1, 8, 32, 64)}
+        study.enqueue_trial({"hicache_size": 0})
+        trial = study.ask(fixed_distributions={"hicache_size": CategoricalDistribution([0, 48])})
+        driver.tell(trial, candidate_for(server_for(vals), "ctx"), r, None)
+
+    def config(steps, topk, draft):
+        return Config((steps, topk, draft), (("hicache_size", 0),))
+
+    for shape, speed in (((5, 1, 6), 120.0), ((1, 1, 2), 90.0), ((4, 2, 8), 130.0)):
+        launch(*shape, Outcome.PRUNED, speed=speed)
+    before = Knowledge(study.get_trials(), others, -1, model)
+    assert before.known_to_start(config(5, 4, 16))  # no OOM yet: nothing is ruled out
+    launch(4, 4, 16, Outcome.OOM, "gpu")
+    after = Knowledge(study.get_trials(), others, -1, model)
+    # no larger than 4/2/8 (8 branches, 8 draft tokens), which started at 0.94, where these run
+    assert after.fraction(config(3, 2, 6)) == 0.94
+    assert after.known_to_start(config(3, 2, 6)) and after.known_to_start(config(2, 4, 8))
+    # more branches or more draft tokens than anything that started
+    assert not after.known_to_start(config(3, 4, 12))
+    assert not after.known_to_start(config(4, 2, 9))
+    assert not after.known_to_start(config(5, 4, 15))
+    informative = [
+        p
+        for n in range(study.trials[-1].number + 1, study.trials[-1].number + 61)
+        if (p := model.propose(study, n, others)) is not None and p.reason == "informative"
+    ]
+    assert informative, "the knowledge gradient moved no screen in 60 proposals"
+    assert all(after.known_to_start(p.config) for p in informative)
+    assert all("a launch as large has started" in p.why_screened for p in informative)

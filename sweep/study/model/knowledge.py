@@ -182,6 +182,24 @@ class Knowledge:
         ]
         return max(left) if left else None
 
+    def known_to_start(self, config: Config) -> bool:
+        """Whether a launch at least as large as `config` (steps x topk draft branches, draft
+        tokens) has started at a fraction at least the one `config` would run at (`fraction`):
+        then its start-up fits in memory as far as the study can tell. Always True until a
+        launch has run out of GPU memory; on a card the weights fill, the knowledge gradient
+        weighs what a run would tell, not whether the server starts, and a screen spent on a
+        tree that runs out of memory tells nothing (`ModelSampler._choose`)."""
+        if not self.gpu_ooms:
+            return True
+        s, k, d = config.shape
+        f = self.fraction(config)
+        if f is None:
+            return False
+        return any(
+            o.steps * o.topk >= s * k and o.draft >= d and (o.fraction or 0.0) >= f - 1e-9
+            for o in self.observations
+        )
+
     def oom_beside(self, config: Config) -> tuple[int, tuple[int, int, int], float] | None:
         """The launch that ran out of GPU memory, at the lowest fraction, which `config` is at
         least as large as in every term a start-up's memory grows with (steps x topk draft

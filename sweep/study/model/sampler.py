@@ -21,8 +21,9 @@ are there to be compared with, and may be the answer at once). After that, each 
 - informative: when that pick is to be screened, the screen goes where one run is expected to
   raise most the best the model then believes in (`screening.most_informative`, the knowledge
   gradient), among the configurations not screened yet whose run would tell more than the model
-  knows; often the pick itself, on a plateau mostly a configuration that tells which way the top
-  lies;
+  knows and, once a launch has run out of GPU memory, no larger than a launch that started at
+  their fraction (else the pick itself); often the pick itself, on a plateau mostly a
+  configuration that tells which way the top lies;
 - exploration: a share `explore` of proposals (each trial number decides, from the seed) is an
   unmeasured configuration drawn uniformly, whatever the model thinks, so a wrong model meets
   data it did not choose.
@@ -203,15 +204,21 @@ class ModelSampler(BaseSampler):
                 "extrapolated past what is measured" if extrapolated else "probably not the answer"
             )
             # A screen is spent: where its run tells most about the best (`screening`), which
-            # on a plateau is seldom the leading proposal's own neighbourhood.
+            # on a plateau is seldom the leading proposal's own neighbourhood; once a launch has
+            # run out of GPU memory, only where a launch as large has started (`known_to_start`),
+            # else on the leading proposal itself.
             eligible = [
                 j
                 for j, c in enumerate(state.candidates)
-                if c not in state.screened and worth_screening(draws[:, j], state.noise)
+                if c not in state.screened
+                and worth_screening(draws[:, j], state.noise)
+                and state.known_to_start(c)
             ]
-            j = most_informative(draws, state.noise, eligible, rng)
+            j = most_informative(draws, state.noise, eligible, rng) if eligible else i
             if j != i:
                 why = f"{pick.label()}, the most expected gain per GPU-hour, {why}"
+                if state.gpu_ooms:
+                    why += "; screened where a launch as large has started"
                 i, pick, reason = j, state.candidates[j], "informative"
                 low, mid, high = np.percentile(draws[:, i], [2.5, 50, 97.5])
         return Proposal(
