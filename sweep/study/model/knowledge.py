@@ -191,12 +191,11 @@ class Knowledge:
         tree that runs out of memory tells nothing (`ModelSampler._choose`)."""
         if not self.gpu_ooms:
             return True
-        s, k, d = config.shape
         f = self.fraction(config)
         if f is None:
             return False
         return any(
-            o.steps * o.topk >= s * k and o.draft >= d and (o.fraction or 0.0) >= f - 1e-9
+            as_large(o.shape, config.shape) and (o.fraction or 0.0) >= f - 1e-9
             for o in self.observations
         )
 
@@ -205,12 +204,7 @@ class Knowledge:
         least as large as in every term a start-up's memory grows with (steps x topk draft
         branches, draft tokens; the CUDA-graph batch is the setup's): proposing it needs a
         reason, which the console names (`watch`). None where there is none."""
-        s, k, d = config.shape
-        beside = [
-            (n, shape, m)
-            for n, shape, m in self.gpu_ooms
-            if s * k >= shape[0] * shape[1] and d >= shape[2]
-        ]
+        beside = [(n, shape, m) for n, shape, m in self.gpu_ooms if as_large(config.shape, shape)]
         return min(beside, key=lambda x: x[2], default=None)
 
     def level_draws(self, configs: list[Config]) -> dict[int, np.ndarray]:
@@ -290,6 +284,13 @@ class Knowledge:
         return out / len(rows)
 
 
+def as_large(shape: tuple[int, int, int], other: tuple[int, int, int]) -> bool:
+    """Whether a launch of `shape` (steps, topk, draft tokens) needs at least the memory
+    beyond the KV pool that `other` does, in every term a start-up's memory grows with: steps x
+    topk draft branches and draft tokens (the CUDA-graph batch is the setup's)."""
+    return shape[0] * shape[1] >= other[0] * other[1] and shape[2] >= other[2]
+
+
 def _fraction_grid(space: SearchSpace) -> list[float]:
     """The fractions the space searches (the memory policy's grid), empty where it does not."""
     p = space.params.get(FRACTION)
@@ -340,4 +341,4 @@ def anchored(
     return out
 
 
-__all__ = ["ATTEMPTS", "Knowledge", "anchored", "measured_metric", "screened_values"]
+__all__ = ["ATTEMPTS", "Knowledge", "anchored", "as_large", "measured_metric", "screened_values"]
